@@ -1,0 +1,3 @@
+"""The QuoteBench task suite: 14 operation families x 4 payload tiers, each with a
+fixture, an instruction, an exact final-state validator and reference solutions.
+This package is what is measured; it knows nothing of shells or transports."""

@@ -1,0 +1,111 @@
+"""Materializing a task's fixture into a fresh working directory.
+
+Files get their exact bytes and modes. Git repositories are built once per
+process with a fixed identity and fixed dates (so every run sees the same
+hashes) and then copied, which costs ~3 ms instead of the 10-14 ms of running
+git for every execution.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .load import TOOLS_DIR
+from .schema import Fixture, FixtureFile, GitRepo
+
+GIT_NAME = "QuoteBench Fixture"
+GIT_EMAIL = "fixture@quotebench.invalid"
+GIT_DATE = "2024-01-01T00:00:00+00:00"
+
+_cache_lock = threading.Lock()
+_cache_root: Path | None = None
+
+
+def git_env(home: str | os.PathLike[str]) -> dict[str, str]:
+    """An environment for running git on the host with no user or system config."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": GIT_NAME,
+        "GIT_AUTHOR_EMAIL": GIT_EMAIL,
+        "GIT_COMMITTER_NAME": GIT_NAME,
+        "GIT_COMMITTER_EMAIL": GIT_EMAIL,
+        "GIT_AUTHOR_DATE": GIT_DATE,
+        "GIT_COMMITTER_DATE": GIT_DATE,
+    }
+
+
+def file_bytes(f: FixtureFile) -> bytes:
+    """The exact bytes a fixture file must hold."""
+    if f.source is not None:
+        return (TOOLS_DIR / f.source).read_bytes()
+    return (f.text or "").encode("utf-8")
+
+
+def _write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    os.chmod(p, mode)
+
+
+def _cache() -> Path:
+    global _cache_root
+    if _cache_root is None:
+        _cache_root = Path(tempfile.mkdtemp(prefix="qb-fixture-cache-"))
+        atexit.register(shutil.rmtree, _cache_root, True)
+    return _cache_root
+
+
+def _git(repo: Path, home: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, env=git_env(home), check=True, capture_output=True)
+
+
+def _build_repo(spec: GitRepo, dest: Path) -> None:
+    home = dest.parent / (dest.name + ".home")
+    dest.mkdir(parents=True)
+    home.mkdir()
+    _git(dest, home, "init", "--quiet", "--template=", "--initial-branch=main")
+    _git(dest, home, "config", "user.name", GIT_NAME)
+    _git(dest, home, "config", "user.email", GIT_EMAIL)
+    _git(dest, home, "config", "commit.gpgsign", "false")
+    for commit in spec.commits:
+        for rel, text in commit.files.items():
+            _write(dest, rel, text.encode())
+        _git(dest, home, "add", "--all")
+        _git(dest, home, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", commit.message)
+    for rel, text in spec.staged.items():
+        _write(dest, rel, text.encode())
+        _git(dest, home, "add", "--", rel)
+    shutil.rmtree(home)
+
+
+def _repo_template(spec: GitRepo) -> Path:
+    key = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
+    with _cache_lock:
+        path = _cache() / key / "repo"
+        if not path.exists():
+            _build_repo(spec, path)
+        return path
+
+
+def materialize(fixture: Fixture, workdir: Path) -> None:
+    """Fill an existing, empty ``workdir`` with the fixture."""
+    if fixture.git is not None:
+        target = workdir / fixture.git.path
+        shutil.copytree(_repo_template(fixture.git), target, symlinks=True, dirs_exist_ok=True)
+    for d in fixture.dirs:
+        (workdir / d).mkdir(parents=True, exist_ok=True)
+    for f in fixture.files:
+        _write(workdir, f.path, file_bytes(f), f.mode)

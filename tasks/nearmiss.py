@@ -1,0 +1,212 @@
+"""Near-miss states: one small corruption of a correct final state each.
+
+``tasks check`` runs a task's reference solution, then applies each near miss
+to a copy of the resulting directory and requires the validator to reject it.
+The corruptions are the ones quoting bugs cause in practice: a byte appended,
+a quote (or another shell-active character) lost, a trailing newline added or
+dropped, an extra argument, a changed JSON field, an extra commit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .fixture import git_env
+from .schema import Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory, JsonEqual, Task
+
+Mutation = tuple[str, Callable[[Path], None]]
+LOSABLE = "'\"$`\\!%*?[]"
+
+
+def lose_one(text: str) -> tuple[str, str] | None:
+    """``text`` with its first quote (or other shell-active character) removed, and what was lost."""
+    for ch in LOSABLE:
+        i = text.find(ch)
+        if i >= 0:
+            return text[:i] + text[i + 1:], ch
+    return None
+
+
+def toggle_newline(text: str) -> tuple[str, str]:
+    if text.endswith("\n"):
+        return text[:-1], "final newline dropped"
+    return text + "\n", "final newline added"
+
+
+def _variants(text: str) -> list[tuple[str, str]]:
+    """(description, corrupted text) pairs for an exact string."""
+    result = [("one byte appended", text + "x"), (toggle_newline(text)[1], toggle_newline(text)[0])]
+    lost = lose_one(text)
+    if lost:
+        result.append((f"{lost[1]!r} lost", lost[0]))
+    return result
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _file_bytes(c: FileBytes) -> list[Mutation]:
+    return [(f"{c.path}: {d}", lambda root, t=t: _write(root / c.path, t.encode())) for d, t in _variants(c.text)]
+
+
+def _file_absent(c: FileAbsent) -> list[Mutation]:
+    return [(f"{c.path}: created", lambda root: _write(root / c.path, b"x"))]
+
+
+def _dir_listing(c: DirListing) -> list[Mutation]:
+    muts: list[Mutation] = [(f"{c.path}: an extra entry", lambda root: _write(root / c.path / "near-miss-extra", b""))]
+    for name in c.names:
+        lost = lose_one(name)
+        if lost and lost[0]:
+            muts.append((f"{c.path}: {name!r} with {lost[1]!r} lost",
+                         lambda root, a=name, b=lost[0]: os.rename(root / c.path / a, root / c.path / b)))
+            break
+    return muts
+
+
+def _argv(c: Argv) -> list[Mutation]:
+    def put(args: list[str]) -> Callable[[Path], None]:
+        return lambda root: _write(root / c.record, b"".join(a.encode() + b"\0" for a in args))
+
+    muts: list[Mutation] = [("argv: an extra argument", put(c.args + ["extra"]))]
+    if c.args:
+        muts.append(("argv: the last argument dropped", put(c.args[:-1])))
+        muts.append(("argv: the first two arguments joined" if len(c.args) > 1 else "argv: one byte appended",
+                     put([c.args[0] + " " + c.args[1], *c.args[2:]] if len(c.args) > 1 else [c.args[0] + "x"])))
+        for i, a in enumerate(c.args):
+            lost = lose_one(a)
+            if lost:
+                muts.append((f"argv: argument {i + 1} with {lost[1]!r} lost", put(c.args[:i] + [lost[0]] + c.args[i + 1:])))
+                break
+    return muts
+
+
+def _env(c: EnvValue) -> list[Mutation]:
+    def put(value: str | None) -> Callable[[Path], None]:
+        def apply(root: Path) -> None:
+            entries = [e for e in (root / c.record).read_bytes().split(b"\0") if e and not e.startswith(c.name.encode() + b"=")]
+            if value is not None:
+                entries.append(f"{c.name}={value}".encode())
+            _write(root / c.record, b"".join(e + b"\0" for e in entries))
+        return apply
+
+    return [(f"{c.name}: {d}", put(v)) for d, v in _variants(c.value)] + [(f"{c.name}: unset", put(None))]
+
+
+def _first_leaf_changed(value: Any) -> tuple[Any, str] | None:
+    """A copy of ``value`` with its first scalar changed (string +x, number +1, bool flipped, null -> 0)."""
+    doc = copy.deepcopy(value)
+
+    def walk(node: Any, path: str) -> str | None:
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        for k, v in items:
+            here = f"{path}.{k}" if isinstance(node, dict) else f"{path}[{k}]"
+            if isinstance(v, (dict, list)):
+                found = walk(v, here)
+                if found:
+                    return found
+                continue
+            if isinstance(v, bool):
+                node[k] = not v
+            elif isinstance(v, (int, float)):
+                node[k] = v + 1
+            elif isinstance(v, str):
+                node[k] = v + "x"
+            else:
+                node[k] = 0
+            return here
+        return None
+
+    where = walk(doc, "$")
+    return (doc, where) if where else None
+
+
+def _json_equal(c: JsonEqual) -> list[Mutation]:
+    def put(doc: Any) -> Callable[[Path], None]:
+        return lambda root: _write(root / c.path, json.dumps(doc, ensure_ascii=False).encode())
+
+    muts: list[Mutation] = []
+    changed = _first_leaf_changed(c.value)
+    if changed:
+        muts.append((f"{c.path}: field {changed[1]} changed", put(changed[0])))
+    if isinstance(c.value, dict):
+        muts.append((f"{c.path}: an extra field", put({**c.value, "extra": True})))
+        for k, v in c.value.items():
+            if isinstance(v, str):
+                lost = lose_one(v)
+                if lost:
+                    muts.append((f"{c.path}: field {k!r} with {lost[1]!r} lost", put({**c.value, k: lost[0]})))
+                    break
+    return muts
+
+
+def _git_run(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="qb-git-home-") as home:
+        return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=repo, env=git_env(home), input=stdin,
+                              capture_output=True, check=True).stdout
+
+
+def _git(c: GitHistory) -> list[Mutation]:
+    def reword(message: str) -> Callable[[Path], None]:
+        def apply(root: Path) -> None:
+            repo = root / c.path
+            parents = _git_run(repo, "rev-list", "--parents", "-n", "1", "HEAD").split()[1:]
+            args = ["commit-tree", "HEAD^{tree}"] + [a for p in parents for a in ("-p", p.decode())]
+            new = _git_run(repo, *args, stdin=message.encode()).strip().decode()
+            _git_run(repo, "update-ref", "HEAD", new)
+        return apply
+
+    def uncommitted(root: Path) -> None:
+        repo = root / c.path
+        parent = _git_run(repo, "rev-parse", "HEAD^").strip().decode()
+        new = _git_run(repo, "commit-tree", f"{parent}^{{tree}}", "-p", parent, stdin=c.message.encode())
+        _git_run(repo, "update-ref", "HEAD", new.strip().decode())
+
+    muts = [(f"git: HEAD message {d}", reword(t)) for d, t in _variants(c.message)]
+    if c.files and c.count > 1:
+        muts.append(("git: right message, but the staged change left out", uncommitted))
+    muts.append(("git: an extra commit", lambda root: _git_run(root / c.path, "commit", "--allow-empty", "-q", "-m", "extra")))
+    return muts
+
+
+def _fixture_unchanged(c: FixtureUnchanged, task: Task) -> list[Mutation]:
+    for f in task.fixture.files:
+        if f.path not in c.except_paths:
+            return [(f"{f.path}: fixture file gained a byte",
+                     lambda root, p=f.path: _write(root / p, (root / p).read_bytes() + b"x"))]
+    return []
+
+
+def near_misses(task: Task) -> list[Mutation]:
+    """Every near miss of ``task``'s checks, each a (description, apply-to-directory) pair."""
+    muts: list[Mutation] = []
+    for c in task.checks:
+        muts += _for_check(c, task)
+    return muts
+
+
+def _for_check(c: Check, task: Task) -> list[Mutation]:
+    if isinstance(c, FileBytes):
+        return _file_bytes(c)
+    if isinstance(c, FileAbsent):
+        return _file_absent(c)
+    if isinstance(c, DirListing):
+        return _dir_listing(c)
+    if isinstance(c, Argv):
+        return _argv(c)
+    if isinstance(c, EnvValue):
+        return _env(c)
+    if isinstance(c, JsonEqual):
+        return _json_equal(c)
+    if isinstance(c, GitHistory):
+        return _git(c)
+    return _fixture_unchanged(c, task)
