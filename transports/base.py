@@ -1,0 +1,62 @@
+"""The one interface every transport implements.
+
+Modelled on httpx's transports: a single async method whose contract is the
+whole story, many small implementations (one module each), and middleware that
+wraps another transport. Composition order is explicit and visible in one
+place, the registry (:mod:`transports.registry`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .sandbox import Execution, Sandbox
+
+
+@dataclass
+class Delivery:
+    """What became of one command on one transport.
+
+    ``received`` is the exact program text the *final* shell got (its ``-c``
+    argument, the script text, or the SSH exec request), or ``None`` when no
+    final shell ever got one (the outer parse failed, or a transport error).
+    ``execution`` is ``None`` only when nothing ran, and then
+    ``transport_error`` says why.
+    """
+
+    received: str | None
+    execution: Execution | None
+    transport_error: str | None = None
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Carries a command R to a shell inside a sandbox.
+
+    ``deliver(command, sandbox)`` must:
+    * run at most one final shell program derived from ``command`` in
+      ``sandbox`` (through ``sandbox.run``, so limits and isolation apply);
+    * report the program text that final shell received, as it received it;
+    * never raise for anything the command does; a failure of the path itself
+      (a decoder refusing the text) is returned as ``transport_error`` with
+      ``execution=None``.
+    ``name`` is the registry name; ``boundary`` is one line on the parser
+    boundary the transport adds (empty for none).
+    """
+
+    name: str
+    boundary: str
+
+    async def deliver(self, command: str, sandbox: Sandbox) -> Delivery: ...
+
+
+def check_command(command: str) -> str | None:
+    """Why a command cannot be handed to any shell at all (NUL bytes, lone surrogates), or None."""
+    if "\x00" in command:
+        return "the command contains a NUL byte, which no shell argument can carry"
+    try:
+        command.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the command is not valid UTF-8 (it contains an unpaired surrogate)"
+    return None

@@ -1,0 +1,87 @@
+"""Shared machinery for transports that paste R into an outer shell program.
+
+The outer program is run exactly as the transport defines it (argv
+``["bash", "-c", OUTER]``); to learn what the *inner* shell received, the outer
+shell's PATH is made to start with a capture shim named ``bash``. That happens
+through ``BASH_ENV``, which a non-interactive bash sources before its program,
+so the outer shell itself is started normally and costs no extra process. The shim writes its argument vector (NUL-separated) to the file named
+by ``$QB_RECEIVED``, removes both the variable and itself from the environment,
+and execs the real bash, so the inner shell and everything it starts see the
+ordinary sandbox environment. Only the first call records: a ``bash`` started
+later by the command itself is not the boundary being measured.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .base import Delivery, check_command
+from .sandbox import SYSTEM_PATH, Sandbox
+
+SHIM = f"""#!/bin/bash
+if [ -n "${{QB_RECEIVED:-}}" ]; then
+  f=$QB_RECEIVED
+  unset QB_RECEIVED
+  [ -e "$f" ] || printf '%s\\0' "$@" > "$f"
+fi
+export PATH={SYSTEM_PATH}
+exec -a bash /bin/bash "$@"
+"""
+
+ENTER = """PATH={shim}:{path}
+unset BASH_ENV
+"""
+
+_shim_dir: Path | None = None
+
+
+def shim_dir() -> Path:
+    """A per-process directory holding the shim as ``bash`` (bound read-only into bwrap)."""
+    global _shim_dir
+    if _shim_dir is None:
+        d = Path(tempfile.mkdtemp(prefix="qb-shim-")).resolve()
+        (d / "bash").write_text(SHIM)
+        (d / "bash").chmod(0o755)
+        (d / "enter").write_text(ENTER.format(shim=d, path=SYSTEM_PATH))
+        atexit.register(shutil.rmtree, d, True)
+        _shim_dir = d
+    return _shim_dir
+
+
+def received_from(argv: list[bytes]) -> str | None:
+    """The program text of a ``bash [-opts] -c PROGRAM [args...]`` argument vector."""
+    for i, a in enumerate(argv):
+        if a == b"-c" or (a.startswith(b"-") and not a.startswith(b"--") and a.endswith(b"c")):
+            if i + 1 < len(argv):
+                return argv[i + 1].decode("utf-8", errors="surrogateescape")
+            return None
+    return None
+
+
+class InnerShell:
+    """Runs ``["bash", "-c", wrap(R)]`` and captures what the inner ``bash -c`` received."""
+
+    def __init__(self, name: str, boundary: str, wrap: Callable[[str], str]) -> None:
+        self.name = name
+        self.boundary = boundary
+        self.wrap = wrap
+
+    async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
+        if (why := check_command(command)) is not None:
+            return Delivery(received=None, execution=None, transport_error=why)
+        capture = sandbox.scratch("received")
+        shim = shim_dir()
+        execution = await sandbox.run(
+            ["bash", "-c", self.wrap(command)],
+            env={"BASH_ENV": str(shim / "enter"), "QB_RECEIVED": str(capture)},
+            binds=(shim,),
+        )
+        received = None
+        if capture.exists():
+            received = received_from(capture.read_bytes().split(b"\0")[:-1])
+            capture.unlink()
+        return Delivery(received=received, execution=execution)

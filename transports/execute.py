@@ -1,0 +1,73 @@
+"""One command, one transport, one fresh sandbox: task -> sandbox -> transport -> shell -> validator -> record.
+
+This is the single execution path shared by ``quotebench exec``, replay,
+campaigns and the MCP server, so every record is made the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tasks.schema import Task
+from tasks.validate import CheckResult, Verdict, validate
+
+from .base import Delivery, Transport
+from .record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
+from .registry import get
+from .sandbox import Limits, Sandbox
+
+
+def verdict_for(task: Task, workdir: Path, delivery: Delivery) -> Verdict:
+    if delivery.execution is None:
+        return Verdict.failed("transport", delivery.transport_error or "nothing ran")
+    return validate(task, workdir)
+
+
+def build_record(task: Task, transport_name: str, command: str | None, delivery: Delivery, verdict: Verdict, *,
+                 reply: str | None = None, run_id: str | None = None, reply_id: str | None = None,
+                 config: ConfigInfo | None = None, contract: str = "raw", draw: int = 0,
+                 usage: Usage | None = None, generate_ms: float | None = None,
+                 extra_versions: dict[str, str] | None = None, error: str | None = None) -> Record:
+    ex = delivery.execution
+    reply_text = reply if reply is not None else (command or "")
+    return Record(
+        run_id=run_id or new_id(),
+        reply_id=reply_id or reply_id_for(task.id, reply_text),
+        config=config or ConfigInfo(),
+        contract=contract,
+        transport=transport_name,
+        task_id=task.id, family=task.family, tier=task.tier, draw=draw,
+        reply=reply_text, command=command, received=delivery.received,
+        damaged=delivery.received != command,
+        exit_code=ex.exit_code if ex else None,
+        stdout=Output(text=ex.stdout.text, truncated=ex.stdout.truncated) if ex else Output(),
+        stderr=Output(text=ex.stderr.text, truncated=ex.stderr.truncated) if ex else Output(),
+        timed_out=ex.timed_out if ex else False,
+        transport_error=delivery.transport_error,
+        verdict=verdict,
+        usage=usage or Usage(),
+        timing=Timing(generate_ms=generate_ms, exec_ms=round(ex.exec_ms, 3) if ex else None),
+        versions={**versions(), **(extra_versions or {})},
+        isolation=ex.isolation if ex else None,
+        error=error,
+    )
+
+
+async def execute(task: Task, transport: Transport | str, command: str, *, limits: Limits | None = None,
+                  **record_fields: Any) -> Record:
+    """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
+    t = get(transport) if isinstance(transport, str) else transport
+    with Sandbox.create(task, limits) as box:
+        delivery = await t.deliver(command, box)
+        verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
+    return build_record(task, t.name, command, delivery, verdict, **record_fields)
+
+
+def no_command_record(task: Task, transport_name: str, reason: str, **record_fields: Any) -> Record:
+    """A failing record for a reply from which no command could be extracted (nothing runs)."""
+    delivery = Delivery(received=None, execution=None, transport_error=None)
+    verdict = Verdict(passed=False, checks=[CheckResult(check="command", ok=False, detail=reason)])
+    return build_record(task, transport_name, None, delivery, verdict, **record_fields)

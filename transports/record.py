@@ -1,0 +1,104 @@
+"""The record: one JSON object per execution, append-only (SPEC.md, "Record").
+
+Everything downstream (reports, resume, replay) reads only these records, so a
+record carries what it needs to be understood alone: the reply, the command R
+extracted from it, what the final shell received, the raw execution outcome and
+the verdict, which never derives from the exit code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from functools import lru_cache
+from importlib import metadata
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tasks.load import FAMILIES_DIR, TOOLS_DIR
+from tasks.validate import Verdict
+
+SUITE_VERSION = "v1"
+
+
+class ConfigInfo(BaseModel):
+    provider: str = "manual"
+    model: str = "manual"
+    effort: str = "unset"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}@{self.effort}"
+
+
+class Output(BaseModel):
+    text: str = ""
+    truncated: bool = False
+
+
+class Usage(BaseModel):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class Timing(BaseModel):
+    generate_ms: float | None = None
+    exec_ms: float | None = None
+
+
+class Record(BaseModel):
+    run_id: str
+    reply_id: str
+    config: ConfigInfo
+    contract: str
+    transport: str
+    task_id: str
+    family: str
+    tier: str
+    draw: int = 0
+    reply: str
+    command: str | None
+    received: str | None
+    damaged: bool
+    exit_code: int | None
+    stdout: Output
+    stderr: Output
+    timed_out: bool
+    transport_error: str | None
+    verdict: Verdict
+    usage: Usage = Field(default_factory=Usage)
+    timing: Timing = Field(default_factory=Timing)
+    versions: dict[str, str] = Field(default_factory=dict)
+    isolation: Literal["bwrap", "none"] | None = None
+    error: str | None = None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def reply_id_for(task_id: str, text: str, salt: str = "") -> str:
+    """A stable id for a reply that arrived without one (same text, same id)."""
+    return "r-" + hashlib.sha256(f"{salt}\0{task_id}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def suite_digest() -> str:
+    h = hashlib.sha256()
+    for d in (FAMILIES_DIR, TOOLS_DIR):
+        for p in sorted(d.iterdir()):
+            if p.is_file():
+                h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    try:
+        qb = metadata.version("quotebench")
+    except metadata.PackageNotFoundError:
+        qb = "0+unknown"
+    return {"quotebench": qb, "suite": f"{SUITE_VERSION}-{suite_digest()}"}

@@ -1,0 +1,289 @@
+"""Sandboxed execution: where every agent command runs, on every path.
+
+Lifecycle
+    ``Sandbox.create(task)`` makes a fresh private root (a temp directory) holding
+    ``work/`` (the working directory, filled from the task's fixture), ``home/``
+    (``$HOME``), ``tmp/`` and ``meta/`` (transport scratch space: received-capture
+    files, temporary scripts; never inside ``work/``, so it cannot disturb a
+    directory-state check). ``run()`` may be called any number of times; state in
+    ``work/`` persists between calls (the MCP server relies on that). ``close()``
+    removes the root; the sandbox is also an (async) context manager.
+
+Limits (``Limits``)
+    * wall clock: ``timeout_s`` (default 10 s); on expiry the whole process group
+      is killed with SIGKILL and ``timed_out`` is set. After every run, timed out or
+      not, the group is killed too, so background processes never outlive a call;
+    * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
+      marked ``truncated`` beyond it; reading stops (the writer gets SIGPIPE) after
+      ``drain_cap`` bytes so a ``yes`` cannot spin until the timeout;
+    * file size: RLIMIT_FSIZE (``file_size``) through ``prlimit``, never through
+      ``preexec_fn``, which would force a fork of a possibly large parent;
+    * stdin is closed (``/dev/null``).
+
+Isolation
+    With ``bwrap`` on PATH every run is wrapped in bubblewrap: all namespaces
+    unshared (so no network: a host loopback listener is unreachable), the system
+    directories bound read-only, only the sandbox root writable, a private
+    ``/tmp``, ``/proc`` and ``/dev``, and ``--die-with-parent``. The pid namespace
+    means nothing started inside survives the run. ``network=True`` keeps the host
+    network namespace (only the local side of the ``ssh`` transport needs it, to
+    reach the embedded server on 127.0.0.1). Without bwrap the command still
+    runs, with a one-time warning on stderr, and ``isolation`` is ``"none"``.
+
+Environment
+    Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and
+    nothing of the caller's environment (API keys above all).
+
+Errors
+    ``SandboxError`` when the sandbox cannot be built or the launcher (bwrap,
+    prlimit, bash) cannot be started. A command's own failure is not an error:
+    it is data in the returned ``Execution``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+from tasks.fixture import materialize
+from tasks.schema import Task
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+Isolation = Literal["bwrap", "none"]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be built or its launcher could not start."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 10.0
+    output_cap: int = 64 * 1024
+    drain_cap: int = 8 * 1024 * 1024
+    file_size: int = 64 * 1024 * 1024
+    open_files: int = 1024
+
+
+@dataclass
+class Stream:
+    text: str = ""
+    truncated: bool = False
+
+
+@dataclass
+class Execution:
+    """What one process run produced. The verdict is never derived from it."""
+
+    exit_code: int | None
+    stdout: Stream
+    stderr: Stream
+    timed_out: bool
+    exec_ms: float
+    isolation: Isolation
+
+
+_warned = False
+
+
+def _bwrap() -> str | None:
+    if os.environ.get("QB_NO_BWRAP"):
+        return None
+    return shutil.which("bwrap")
+
+
+def isolation_available() -> Isolation:
+    return "bwrap" if _bwrap() else "none"
+
+
+def _warn_once() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        print("quotebench: bubblewrap (bwrap) not found: commands run WITHOUT namespace isolation "
+              "(records say isolation: none); install the 'bubblewrap' package", file=sys.stderr)
+
+
+def _system_binds() -> list[str]:
+    """Read-only binds of the system directories; merged-/usr symlinks stay symlinks."""
+    args: list[str] = []
+    for top in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"):
+        p = Path("/") / top
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    return args
+
+
+class Sandbox:
+    """A private root for one task's executions; see the module docstring."""
+
+    def __init__(self, root: Path, limits: Limits, isolation: Isolation) -> None:
+        self.root = root
+        self.workdir = root / "work"
+        self.home = root / "home"
+        self.tmp = root / "tmp"
+        self.meta = root / "meta"
+        self.limits = limits
+        self.isolation: Isolation = isolation
+        self._counter = 0
+
+    @classmethod
+    def create(cls, task: Task | None = None, limits: Limits | None = None,
+               isolation: Isolation | None = None) -> "Sandbox":
+        """A fresh sandbox; ``task`` fills the working directory with its fixture."""
+        iso = isolation or isolation_available()
+        if iso == "none":
+            _warn_once()
+        try:
+            root = Path(tempfile.mkdtemp(prefix="qb-sandbox-")).resolve()
+            box = cls(root, limits or Limits(), iso)
+            for d in (box.workdir, box.home, box.tmp, box.meta):
+                d.mkdir()
+            if task is not None:
+                materialize(task.fixture, box.workdir)
+        except OSError as e:
+            raise SandboxError(f"cannot build the sandbox: {e}") from e
+        return box
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers for transports ----------------------------------------------
+
+    def scratch(self, stem: str) -> Path:
+        """A fresh, not yet existing path in ``meta/`` (outside the working directory)."""
+        self._counter += 1
+        return self.meta / f"{stem}-{self._counter}"
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {
+            "PATH": SYSTEM_PATH,
+            "HOME": str(self.home),
+            "TMPDIR": str(self.tmp),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TZ": "UTC",
+            "USER": "agent",
+            "LOGNAME": "agent",
+            "SHELL": "/bin/bash",
+            "TERM": "dumb",
+        }
+        env.update(extra or {})
+        return env
+
+    def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Path, ...] = ()) -> list[str]:
+        """The full argv: limits, then isolation, then the command."""
+        lim = self.limits
+        prefix: list[str] = []
+        prlimit = shutil.which("prlimit")
+        if prlimit:
+            prefix = [prlimit, f"--fsize={lim.file_size}", f"--nofile={lim.open_files}", "--"]
+        else:  # a ulimit prefix is the other fork-free way to set limits
+            prefix = ["/bin/bash", "-c", f'ulimit -f {lim.file_size // 512} -n {lim.open_files}; exec "$@"', "qb-limits"]
+        if self.isolation == "none":
+            return prefix + argv
+        bw = _bwrap() or "bwrap"
+        iso = [bw, "--unshare-all", "--die-with-parent"]
+        if network:
+            iso.append("--share-net")
+        iso += _system_binds()
+        iso += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+                "--bind", str(self.root), str(self.root)]
+        for b in binds:
+            iso += ["--ro-bind", str(b), str(b)]
+        iso += ["--chdir", str(self.workdir), "--"]
+        return prefix + iso + argv
+
+    # -- running -------------------------------------------------------------
+
+    async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
+                  binds: tuple[Path, ...] = (), cwd: Path | None = None) -> Execution:
+        """Run ``argv`` in the working directory under the limits; never raises for the command's failure."""
+        full = self.launcher(argv, network=network, binds=binds)
+        start = time.perf_counter()
+        try:
+            proc = await anyio.open_process(
+                full, stdin=subprocess.DEVNULL, cwd=str(cwd or self.workdir), env=self.env(env), start_new_session=True,
+            )
+        except OSError as e:
+            raise SandboxError(f"cannot start {full[0]}: {e}") from e
+        out, err = Stream(), Stream()
+        timed_out = False
+        try:
+            with anyio.move_on_after(self.limits.timeout_s) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._read, proc.stdout, out)
+                    tg.start_soon(self._read, proc.stderr, err)
+                    await proc.wait()
+                    # the main process is gone: stray children must not keep the pipes open
+                    _kill_group(proc.pid)
+            timed_out = scope.cancelled_caught
+        finally:
+            _kill_group(proc.pid)
+            with anyio.CancelScope(shield=True):
+                code = await proc.wait()
+                await proc.aclose()
+        return Execution(
+            exit_code=None if timed_out else _exit_code(code), stdout=out, stderr=err, timed_out=timed_out,
+            exec_ms=(time.perf_counter() - start) * 1000, isolation=self.isolation,
+        )
+
+    async def _read(self, stream: ByteReceiveStream | None, into: Stream) -> None:
+        if stream is None:
+            return
+        buf = bytearray()
+        total = 0
+        try:
+            async for chunk in stream:
+                total += len(chunk)
+                room = self.limits.output_cap - len(buf)
+                if room > 0:
+                    buf += chunk[:room]
+                if total > self.limits.output_cap:
+                    into.truncated = True
+                if total >= self.limits.drain_cap:
+                    break
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            into.text = bytes(buf).decode("utf-8", errors="replace")
+            await stream.aclose()
+
+
+def _exit_code(code: int) -> int:
+    """Shell convention: a death by signal n is 128+n."""
+    return 128 - code if code < 0 else code
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
