@@ -32,7 +32,7 @@ export PATH={SYSTEM_PATH}
 exec -a bash /bin/bash "$@"
 """
 
-ENTER = """PATH={shim}:{path}
+ENTER = """PATH=${{BASH_ENV%/*}}:{path}
 unset BASH_ENV
 """
 
@@ -46,7 +46,7 @@ def shim_dir() -> Path:
         d = Path(tempfile.mkdtemp(prefix="qb-shim-")).resolve()
         (d / "bash").write_text(SHIM)
         (d / "bash").chmod(0o755)
-        (d / "enter").write_text(ENTER.format(shim=d, path=SYSTEM_PATH))
+        (d / "enter").write_text(ENTER.format(path=SYSTEM_PATH))
         atexit.register(shutil.rmtree, d, True)
         _shim_dir = d
     return _shim_dir
@@ -77,7 +77,7 @@ class InnerShell:
         shim = shim_dir()
         execution = await sandbox.run(
             ["bash", "-c", self.wrap(command)],
-            env={"BASH_ENV": str(shim / "enter"), "QB_RECEIVED": str(capture)},
+            env={"BASH_ENV": str(shim / "enter"), "QB_RECEIVED": sandbox.inside(capture)},
             binds=(shim,),
         )
         received = None

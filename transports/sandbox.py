@@ -34,6 +34,14 @@ Environment
     Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and
     nothing of the caller's environment (API keys above all).
 
+Paths
+    Under bwrap the private root is mounted at ``/sandbox`` (working directory
+    ``/sandbox/work``, ``HOME=/sandbox/home``, ``TMPDIR=/tmp``), so a command sees
+    the same paths on every run and replays are byte-reproducible; it is also
+    bound at its host path, so a host path handed in still resolves. Transports
+    that name a file to the command use ``inside(path)``. Without bwrap the
+    command sees the host paths.
+
 Errors
     ``SandboxError`` when the sandbox cannot be built or the launcher (bwrap,
     prlimit, bash) cannot be started. A command's own failure is not an error:
@@ -60,6 +68,7 @@ from tasks.fixture import materialize
 from tasks.schema import Task
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
 Isolation = Literal["bwrap", "none"]
 
 
@@ -182,11 +191,18 @@ class Sandbox:
         self._counter += 1
         return self.meta / f"{stem}-{self._counter}"
 
+    def inside(self, path: Path) -> str:
+        """How a path under the private root is named by the command (``/sandbox/...`` under bwrap)."""
+        if self.isolation == "none":
+            return str(path)
+        rel = Path(path).relative_to(self.root)
+        return f"{INSIDE_ROOT}/{rel}" if str(rel) != "." else INSIDE_ROOT
+
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {
             "PATH": SYSTEM_PATH,
-            "HOME": str(self.home),
-            "TMPDIR": str(self.tmp),
+            "HOME": self.inside(self.home),
+            "TMPDIR": "/tmp" if self.isolation == "bwrap" else str(self.tmp),
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "TZ": "UTC",
@@ -198,7 +214,8 @@ class Sandbox:
         env.update(extra or {})
         return env
 
-    def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Path, ...] = ()) -> list[str]:
+    def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Path, ...] = (),
+                 cwd: Path | None = None) -> list[str]:
         """The full argv: limits, then isolation, then the command."""
         lim = self.limits
         prefix: list[str] = []
@@ -215,10 +232,10 @@ class Sandbox:
             iso.append("--share-net")
         iso += _system_binds()
         iso += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-                "--bind", str(self.root), str(self.root)]
+                "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
         for b in binds:
             iso += ["--ro-bind", str(b), str(b)]
-        iso += ["--chdir", str(self.workdir), "--"]
+        iso += ["--chdir", self.inside(cwd or self.workdir), "--"]
         return prefix + iso + argv
 
     # -- running -------------------------------------------------------------
@@ -226,7 +243,7 @@ class Sandbox:
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
                   binds: tuple[Path, ...] = (), cwd: Path | None = None) -> Execution:
         """Run ``argv`` in the working directory under the limits; never raises for the command's failure."""
-        full = self.launcher(argv, network=network, binds=binds)
+        full = self.launcher(argv, network=network, binds=binds, cwd=cwd)
         start = time.perf_counter()
         try:
             proc = await anyio.open_process(

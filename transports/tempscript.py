@@ -18,7 +18,7 @@ class Tempscript:
             return Delivery(received=None, execution=None, transport_error=why)
         script = sandbox.scratch("script").with_suffix(".sh")
         script.write_bytes(command.encode("utf-8"))
-        execution = await sandbox.run(["bash", str(script)])
+        execution = await sandbox.run(["bash", sandbox.inside(script)])
         received = script.read_bytes().decode("utf-8", errors="surrogateescape")
         script.unlink(missing_ok=True)
         return Delivery(received=received, execution=execution)
