@@ -1,0 +1,1 @@
+"""The QuoteBench driver: contracts, providers, campaigns, replay, reports, the CLI."""
