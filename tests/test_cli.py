@@ -1,0 +1,99 @@
+"""The command line as a user runs it: a real subprocess, exit codes, one-line errors, clean --json stdout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
+
+
+def qb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*QB, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_exec_shows_the_phenomenon() -> None:
+    cmd = 'echo "hello world" > out.txt'
+    nested = qb("exec", "--task", "file-write/control", "--transport", "nested", "--command", cmd, "--json")
+    rec = json.loads(nested.stdout)
+    assert nested.returncode == 1
+    assert rec["received"] == "echo hello" and rec["exit_code"] == 0 and rec["damaged"]
+    assert not rec["verdict"]["passed"]
+    assert "out.txt: missing" in rec["verdict"]["checks"][0]["detail"]
+    raw = qb("exec", "--task", "file-write/control", "--transport", "raw", "--command", cmd, "--json")
+    assert raw.returncode == 0 and json.loads(raw.stdout)["verdict"]["passed"]
+
+
+def test_record_has_every_spec_field() -> None:
+    rec = json.loads(qb("exec", "--task", "argv-pass/h1", "--transport", "raw", "--command", "true", "--json").stdout)
+    for field in ("run_id", "reply_id", "config", "contract", "transport", "task_id", "family", "tier", "draw", "reply",
+                  "command", "received", "damaged", "exit_code", "stdout", "stderr", "timed_out", "transport_error",
+                  "verdict", "usage", "timing", "versions"):
+        assert field in rec, field
+    assert set(rec["config"]) >= {"provider", "model", "effort", "params"}
+    assert set(rec["stdout"]) == {"text", "truncated"}
+    assert set(rec["verdict"]) == {"passed", "checks"}
+    assert set(rec["timing"]) == {"generate_ms", "exec_ms"}
+    assert rec["versions"]["suite"].startswith("v1-")
+
+
+def test_command_file_is_read_verbatim(tmp_path: Path) -> None:
+    f = tmp_path / "cmd.sh"
+    f.write_bytes(b"printf 'hello world\\n' > out.txt\n\n")
+    rec = json.loads(qb("exec", "--task", "file-write/control", "--transport", "raw", "--command-file", str(f),
+                        "--json").stdout)
+    assert rec["command"] == "printf 'hello world\\n' > out.txt\n\n"
+    assert rec["verdict"]["passed"]
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"echo \xff\xfe > out.txt", "not valid UTF-8"),
+    (b"echo a\x00b", "NUL byte at offset 6"),
+])
+def test_bad_command_files_are_one_line_errors(tmp_path: Path, content: bytes, expect: str) -> None:
+    f = tmp_path / "cmd.sh"
+    f.write_bytes(content)
+    r = qb("exec", "--task", "file-write/control", "--transport", "raw", "--command-file", str(f))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and str(f) in r.stderr and expect in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["exec", "--task", "nope/h9", "--transport", "raw", "--command", "x"], "unknown task 'nope/h9'"),
+    (["exec", "--task", "file-write/h1", "--transport", "carrier-pigeon", "--command", "x"],
+     "unknown transport 'carrier-pigeon' (known: raw, nested"),
+    (["exec", "--task", "file-write/h1", "--transport", "ssh+raw", "--command", "x"], "cannot wrap another"),
+    (["exec", "--task", "file-write/h1", "--transport", "raw"], "exactly one of --command, --command-file"),
+    (["tasks", "show", "file-write/h7"], "unknown task"),
+    (["tasks", "check", "--tasks", "zzz*"], "matches no task"),
+])
+def test_bad_input_exits_2_with_one_line(args: list[str], expect: str) -> None:
+    r = qb(*args)
+    assert r.returncode == 2, r.stderr
+    assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_tasks_list_and_show_json() -> None:
+    tasks = json.loads(qb("tasks", "list", "--json").stdout)
+    assert len(tasks) == 56 and set(tasks[0]) == {"id", "family", "tier", "instruction"}
+    shown = json.loads(qb("tasks", "show", "json-edit/h2", "--json").stdout)
+    for key in ("id", "family", "tier", "instruction", "payload", "fixture", "checks", "solution", "solution_disclosed"):
+        assert key in shown
+
+
+def test_tasks_check_json_for_a_family() -> None:
+    r = qb("tasks", "check", "--tasks", "heredoc/*", "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["tasks"] == 4 and doc["ok"] == 4
+    assert doc["near_misses"] == doc["near_misses_rejected"] > 0
+
+
+def test_transports_list() -> None:
+    rows = json.loads(qb("transports", "list", "--json").stdout)
+    assert [r["name"] for r in rows] == ["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
+                                         "json-correct", "ssh"]

@@ -1,0 +1,100 @@
+"""The suite as data: 56 well-formed tasks, and malformed files refused in one line."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+
+from tasks.load import FAMILY_ORDER, TaskFileError, load_family, load_suite
+from tasks.render import block
+
+GOOD = '''family = "demo"
+operation = "write"
+instruction = "Write {{path}}: {{content|block}}"
+checks = [{ kind = "file-bytes", path = "{{path}}", text = "{{content}}" }]
+[tiers.control]
+payload = { path = "a.txt", content = "a\\n" }
+solution = "echo a > a.txt"
+solution_disclosed = "echo a > a.txt"
+[tiers.h1]
+payload = { path = "b.txt", content = "b\\n" }
+solution = "echo b > b.txt"
+solution_disclosed = "echo b > b.txt"
+[tiers.h2]
+payload = { path = "c.txt", content = "c\\n" }
+solution = "echo c > c.txt"
+solution_disclosed = "echo c > c.txt"
+[tiers.h3]
+payload = { path = "d.txt", content = "d\\n" }
+solution = "echo d > d.txt"
+solution_disclosed = "echo d > d.txt"
+'''
+
+
+def write(tmp_path: Path, text: str, name: str = "demo") -> Path:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return p
+
+
+def test_the_suite_is_14_families_by_4_tiers() -> None:
+    tasks = load_suite()
+    assert len(tasks) == 56
+    assert len({t.id for t in tasks}) == 56
+    by_family = collections.Counter(t.family for t in tasks)
+    assert sorted(by_family) == sorted(FAMILY_ORDER)
+    assert set(by_family.values()) == {4}
+    assert {t.tier for t in tasks} == {"control", "h1", "h2", "h3"}
+
+
+def test_instructions_never_mention_quoting() -> None:
+    for t in load_suite():
+        lowered = t.instruction.lower()
+        for word in ("quote", "quoting", "escape", "escaping"):
+            assert word not in lowered, (t.id, word)
+
+
+def test_a_good_file_loads(tmp_path: Path) -> None:
+    tasks = load_family(write(tmp_path, GOOD))
+    assert [t.id for t in tasks] == ["demo/control", "demo/h1", "demo/h2", "demo/h3"]
+    assert tasks[0].checks[0].text == "a\n"
+    assert '"a\\n"' in tasks[0].instruction
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda s: s.replace('operation = "write"\n', ""), "operation: Field required"),
+    (lambda s: s.replace("[tiers.h3]", "[tiers.h4]"), "tiers"),
+    (lambda s: s.replace('kind = "file-bytes"', 'kind = "file-bites"'), "tiers.control: checks.0"),
+    (lambda s: s.replace("{{content}}", "{{contents}}"), "payload has no field 'contents'"),
+    (lambda s: s.replace("{{content|block}}", "{{content|bogus}}"), "unknown filter 'bogus'"),
+    (lambda s: s.replace('family = "demo"', 'family = "other"'), "does not match the file name"),
+    (lambda s: s.replace('solution = "echo a > a.txt"', 'solution = "  "'), "tiers.control.solution"),
+    (lambda s: s + "\n[[[", "not valid TOML"),
+    (lambda s: s.replace('checks = [', 'fixture = { files = [{ path = "/etc/x", text = "" }] }\nchecks = ['),
+     "must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { files = [{ path = "t", source = "nope" }] }\nchecks = ['),
+     "source 'nope'"),
+])
+def test_malformed_files_are_refused_in_one_line(tmp_path: Path, mutate, expect: str) -> None:
+    path = write(tmp_path, mutate(GOOD))
+    with pytest.raises(TaskFileError) as e:
+        load_family(path)
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    assert expect in message
+
+
+def test_unreadable_utf8_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "demo.toml"
+    p.write_bytes(GOOD.encode() + b"\xff")
+    with pytest.raises(TaskFileError, match="cannot read"):
+        load_family(p)
+
+
+def test_block_rendering_pins_the_exact_value() -> None:
+    assert "It has no newline at the end." in block("a  ")[-40:] or "trailing whitespace" in block("a  ")
+    assert '"x\\n"' in block("x\n") and "exactly one newline" in block("x\n")
+    assert "````" in block("has ``` inside\n")

@@ -1,0 +1,181 @@
+"""Each validator kind on a right state and on near-miss states; verdicts never read an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.fixture import git_env, materialize
+from tasks.schema import Task
+from tasks.validate import diff_bytes, validate
+
+
+def make_task(checks: list[dict], fixture: dict | None = None) -> Task:
+    return Task.model_validate(dict(
+        id="t/control", family="t", tier="control", operation="op", instruction="do it", payload={},
+        fixture=fixture or {}, checks=checks, solution="true", solution_disclosed="true",
+    ))
+
+
+def verdict(task: Task, root: Path):
+    v = validate(task, root)
+    return v.passed, [c.detail for c in v.checks]
+
+
+def test_file_bytes_exact_and_near_misses(tmp_path: Path) -> None:
+    task = make_task([{"kind": "file-bytes", "path": "out.txt", "text": 'say "hi"\n'}])
+    f = tmp_path / "out.txt"
+    assert verdict(task, tmp_path) == (False, ["out.txt: missing (expected 9 bytes)"])
+    f.write_bytes(b'say "hi"\n')
+    assert verdict(task, tmp_path)[0]
+    for wrong in (b'say "hi"\nx', b'say "hi"', b'say "hi"\n\n', b"say hi\n", b'say "hi" \n'):
+        f.write_bytes(wrong)
+        ok, details = verdict(task, tmp_path)
+        assert not ok and "first difference at byte" in details[0], wrong
+
+
+def test_diff_detail_names_the_first_differing_byte() -> None:
+    assert diff_bytes(b"abc", b"abd").startswith("expected 3 bytes, found 3; first difference at byte 2")
+    assert "first difference at byte 3" in diff_bytes(b"abc", b"abc\n")
+
+
+def test_symlink_out_of_the_workdir_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("host data")
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "out.txt").symlink_to(secret)
+    task = make_task([{"kind": "file-bytes", "path": "out.txt", "text": "host data"}])
+    ok, details = verdict(task, root)
+    assert not ok and "symlink" in details[0] and "host data" not in details[0]
+
+
+def test_file_absent(tmp_path: Path) -> None:
+    task = make_task([{"kind": "file-absent", "path": "-rf"}])
+    assert verdict(task, tmp_path)[0]
+    (tmp_path / "-rf").write_text("")
+    assert not verdict(task, tmp_path)[0]
+
+
+def test_dir_listing(tmp_path: Path) -> None:
+    task = make_task([{"kind": "dir-listing", "path": ".", "names": ["a b.txt", "Bob's.txt"]}])
+    (tmp_path / "a b.txt").write_text("")
+    (tmp_path / "Bob's.txt").write_text("")
+    assert verdict(task, tmp_path)[0]
+    (tmp_path / ".hidden").write_text("")
+    ok, details = verdict(task, tmp_path)
+    assert not ok and "'.hidden'" in details[0]
+    (tmp_path / ".hidden").unlink()
+    (tmp_path / "Bob's.txt").rename(tmp_path / "Bobs.txt")
+    assert not verdict(task, tmp_path)[0]
+
+
+def test_argv_record(tmp_path: Path) -> None:
+    task = make_task([{"kind": "argv", "args": ["-n", "", "a b", "$x"]}])
+    rec = tmp_path / ".qb-args"
+    assert verdict(task, tmp_path) == (False, ["show-args was never run (no record)"])
+    rec.write_bytes(b"-n\0\0a b\0$x\0")
+    assert verdict(task, tmp_path)[0]
+    for wrong in (b"-n\0a b\0$x\0", b"-n\0\0a b\0$x\0extra\0", b"-n\0\0a\0b\0$x\0", b"-n\0\0a b\0\0"):
+        rec.write_bytes(wrong)
+        assert not verdict(task, tmp_path)[0], wrong
+    empty = make_task([{"kind": "argv", "args": []}])
+    rec.write_bytes(b"")
+    assert verdict(empty, tmp_path)[0]
+
+
+def test_env_record(tmp_path: Path) -> None:
+    task = make_task([{"kind": "env", "name": "DB_PASSWORD", "value": "p@ss $1\n"}])
+    rec = tmp_path / ".qb-env"
+    rec.write_bytes(b"PWD=/x\0DB_PASSWORD=p@ss $1\n\0SHLVL=1\0")
+    assert verdict(task, tmp_path)[0]
+    rec.write_bytes(b"PWD=/x\0DB_PASSWORD=p@ss \n\0")
+    assert not verdict(task, tmp_path)[0]
+    rec.write_bytes(b"PWD=/x\0")
+    assert verdict(task, tmp_path) == (False, ["DB_PASSWORD: not set when show-env ran"])
+
+
+def test_show_tools_record_what_they_get(tmp_path: Path) -> None:
+    task = make_task([{"kind": "argv", "args": ["a\nb", "*"]}, {"kind": "env", "name": "V", "value": "x y"}],
+                     fixture={"files": [{"path": "show-args", "source": "show-args", "mode": 0o755},
+                                        {"path": "show-env", "source": "show-env", "mode": 0o755}]})
+    materialize(task.fixture, tmp_path)
+    subprocess.run(["./show-args", "a\nb", "*"], cwd=tmp_path, check=True)
+    subprocess.run(["./show-env"], cwd=tmp_path, check=True, env={"V": "x y", "PATH": "/usr/bin:/bin"})
+    assert verdict(task, tmp_path)[0]
+
+
+def test_json_equal_compares_parsed_structure_and_types(tmp_path: Path) -> None:
+    doc = {"name": 'A "b"', "n": 1, "ok": True, "tags": ["x", "$y"], "sub": {"z": None}}
+    task = make_task([{"kind": "json-equal", "path": "c.json", "value": doc}])
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc, indent=4, sort_keys=True))
+    assert verdict(task, tmp_path)[0]
+    for wrong in ({**doc, "n": 1.0}, {**doc, "ok": 1}, {**doc, "n": "1"}, {**doc, "extra": 0},
+                  {**doc, "tags": ["x"]}, {**doc, "name": "A b"}):
+        f.write_text(json.dumps(wrong))
+        assert not verdict(task, tmp_path)[0], wrong
+    f.write_text('{"name": "a", "name": "b"}')
+    assert "duplicate key" in verdict(task, tmp_path)[1][0]
+    f.write_text("{not json")
+    assert "does not parse as JSON" in verdict(task, tmp_path)[1][0]
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, env=git_env(repo.parent), check=True, capture_output=True)
+
+
+def test_git_history(tmp_path: Path) -> None:
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"a.txt": "a\n"}}], "staged": {"b.txt": "b\n"}}}
+    task = make_task([{"kind": "git", "count": 2, "message": "Fix \"quotes\"\n\nBody $HOME\n"}], fixture)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    materialize(task.fixture, repo)
+    ok, details = verdict(task, repo)
+    assert not ok and "expected 2 commits, found 1" in details[0]
+    msg = tmp_path / "msg"
+    msg.write_text('Fix "quotes"\n\nBody $HOME\n')
+    _git(repo, "commit", "-q", "-F", str(msg))
+    assert verdict(task, repo)[0]
+    _git(repo, "commit", "-q", "--amend", "-m", "Fix quotes\n\nBody $HOME")
+    assert not verdict(task, repo)[0]
+
+
+def test_git_fixture_hashes_are_reproducible(tmp_path: Path) -> None:
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"a.txt": "a\n"}}]}}
+    task = make_task([{"kind": "git", "count": 1, "message": "init\n"}], fixture)
+    heads = []
+    for name in ("one", "two"):
+        d = tmp_path / name
+        d.mkdir()
+        materialize(task.fixture, d)
+        heads.append((d / ".git" / "refs" / "heads" / "main").read_text())
+    assert heads[0] == heads[1]
+    assert heads[0].strip() == subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path / "one", env=git_env(tmp_path), capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_fixture_unchanged(tmp_path: Path) -> None:
+    fixture = {"files": [{"path": "keep.txt", "text": "keep\n"}, {"path": "tool", "text": "#!/bin/sh\n", "mode": 0o755}]}
+    task = make_task([{"kind": "fixture-unchanged"}], fixture)
+    materialize(task.fixture, tmp_path)
+    assert verdict(task, tmp_path)[0]
+    os.chmod(tmp_path / "tool", 0o644)
+    assert "mode changed" in verdict(task, tmp_path)[1][0]
+    os.chmod(tmp_path / "tool", 0o755)
+    (tmp_path / "keep.txt").write_text("keep\n ")
+    assert not verdict(task, tmp_path)[0]
+    (tmp_path / "keep.txt").unlink()
+    assert "removed" in verdict(task, tmp_path)[1][0]
+
+
+def test_verdict_has_one_line_per_check(tmp_path: Path) -> None:
+    task = make_task([{"kind": "file-absent", "path": "x"}, {"kind": "file-bytes", "path": "y", "text": "1"}])
+    v = validate(task, tmp_path)
+    assert [c.ok for c in v.checks] == [True, False]
+    assert all("\n" not in c.detail for c in v.checks)
