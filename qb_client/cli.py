@@ -263,15 +263,36 @@ def replay_cmd(
         err.print(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s")
 
 
+# ---------------------------------------------------------------- report
+
+
+@app.command("report")
+def report_cmd(
+    results: list[Path] = typer.Argument(..., metavar="RESULTS.jsonl...", help="One or more results files."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write one self-contained HTML page."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The decomposition (damage, compensation, matched gap) and every statistic of SPEC.md."""
+    from .report import report_command
+
+    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json))
+
+
 # ---------------------------------------------------------------- entry point
 
 KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError, StoreError, SandboxError)
 
 
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from .report import ReportInputError
+
+    return (*KNOWN_ERRORS, ReportInputError)
+
+
 def main() -> None:
     try:
         app()
-    except KNOWN_ERRORS as e:
+    except _known_errors() as e:
         err.print(f"quotebench: error: {e}", markup=False)
         sys.exit(2)
     except KeyboardInterrupt:

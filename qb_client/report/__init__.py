@@ -1,0 +1,47 @@
+"""``quotebench report``: the decomposition and statistics of SPEC.md from results JSONL files.
+
+Public API:
+
+* :func:`load_records` - read results files into record dicts (:class:`ReportInputError` on bad input)
+* :func:`compute` - records -> the SPEC ``report --json`` document
+* :func:`render_terminal` - the document as rich tables on a console
+* :func:`render_html` / :func:`write_html` - the document as one self-contained HTML page
+* :func:`report_command` - the whole command, as the CLI calls it
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .compute import compute, selection_detail
+from .load import ReportInputError, config_label, load_records
+from .page import render_html, write_html
+from .terminal import render_terminal
+
+__all__ = [
+    "ReportInputError", "compute", "config_label", "load_records", "render_html", "render_terminal",
+    "report_command", "selection_detail", "write_html",
+]
+
+
+def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
+    """Load, compute, print (JSON or tables) to stdout, write the HTML page if asked; the exit code.
+
+    Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2).
+    Messages (warnings, where the page went) go to stderr, so ``--json`` leaves one document on stdout.
+    """
+    records = load_records(paths)
+    doc = compute(records)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2, allow_nan=False) + "\n")
+        sys.stdout.flush()
+    else:
+        from rich.console import Console
+
+        # piped output gets room for the tables instead of a default of 80 columns
+        render_terminal(doc, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+    if html:
+        write_html(doc, html)
+        print(f"quotebench report: wrote {html}", file=sys.stderr)
+    return 0

@@ -1,0 +1,272 @@
+"""From records to the ``report --json`` document (SPEC.md, "Statistics" and "report --json").
+
+Per config (grouped by its label ``provider:model@effort``), records whose
+``error`` is set are provider errors, not model failures: they are counted in
+``errors`` and left out of every rate. A cell's rate is the mean over the tasks
+present in it of each task's pass share across its draws. Anything the records
+do not hold is ``None`` (JSON null), never zero.
+
+Besides the SPEC keys, each config carries ``label``, ``records``, ``errors``
+and ``damage_attribution``; the top level holds exactly the SPEC keys.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .load import config_label
+
+CELLS: dict[str, tuple[str, str]] = {
+    "RR": ("raw", "raw"), "RN": ("raw", "nested"), "NR": ("disclosed", "raw"), "NN": ("disclosed", "nested"),
+}
+CONTRACT_ORDER = ("raw", "native", "disclosed", "disclosed-single")
+TRANSPORT_ORDER = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
+GRAMMAR_CONTRACTS = ("disclosed", "disclosed-single")
+GRAMMAR_TRANSPORTS = ("nested", "nested-single")
+try:  # the suite's family order, when the tasks package can tell it
+    from tasks.load import FAMILY_ORDER as _FAMILY_ORDER
+except Exception:  # pragma: no cover - the report still works from records alone
+    _FAMILY_ORDER = ()
+
+
+def ordered(names, order) -> list[str]:
+    rank = {n: i for i, n in enumerate(order)}
+    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def family_order(names) -> list[str]:
+    return ordered(names, _FAMILY_ORDER)
+
+
+class ConfigData:
+    """One config's records, indexed for the statistics."""
+
+    def __init__(self, label: str, records: list[dict[str, Any]]) -> None:
+        self.label = label
+        self.records = records
+        self.ok = [r for r in records if not r.get("error")]
+        self.errors = len(records) - len(self.ok)
+        # (contract, transport) -> task -> {draw: passed}
+        self.outcomes: dict[tuple[str, str], dict[str, dict[int, bool]]] = defaultdict(lambda: defaultdict(dict))
+        self.by_pair: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.family_of: dict[str, str] = {}
+        for r in self.ok:
+            pair = (r["contract"], r["transport"])
+            self.outcomes[pair][r["task_id"]][r["draw"]] = r["verdict"]["passed"]
+            self.by_pair[pair].append(r)
+            self.family_of[r["task_id"]] = r["family"]
+        self.families = family_order({r["family"] for r in self.ok})
+
+    def shares(self, pair: tuple[str, str]) -> dict[str, float]:
+        """task -> pass share across its draws, for the tasks present in ``pair``."""
+        return {t: sum(d.values()) / len(d) for t, d in self.outcomes.get(pair, {}).items()}
+
+    def rate(self, pair: tuple[str, str]) -> float | None:
+        s = self.shares(pair)
+        return sum(s.values()) / len(s) if s else None
+
+    def family_arrays(self, pair: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per family (in ``self.families`` order): summed task shares and number of tasks present."""
+        idx = {f: k for k, f in enumerate(self.families)}
+        sums = np.zeros(len(self.families))
+        sizes = np.zeros(len(self.families))
+        for t, v in self.shares(pair).items():
+            k = idx[self.family_of[t]]
+            sums[k] += v
+            sizes[k] += 1
+        return sums, sizes
+
+
+def _number(x: float) -> int | float:
+    return int(round(x)) if abs(x - round(x)) < 1e-9 else round(x, 6)
+
+
+def _cell(cd: ConfigData, pair: tuple[str, str]) -> dict[str, Any] | None:
+    s = cd.shares(pair)
+    if not s:
+        return None
+    passed = sum(s.values())
+    return {"passed": _number(passed), "n": len(s), "rate": stats.clean(passed / len(s))}
+
+
+def _decomposition(cd: ConfigData, rates: dict[str, float | None], counts: np.ndarray) -> dict[str, Any]:
+    """damage, compensation, matched gap and boundary cost, each with its family-bootstrap interval."""
+    boot = {}
+    for name, pair in CELLS.items():
+        if rates[name] is not None:
+            boot[name] = stats.resampled_rates(counts, *cd.family_arrays(pair))
+    out: dict[str, Any] = {}
+    for key, (a, b) in {"damage": ("RN", "RR"), "compensation": ("NN", "RN"),
+                        "matched_gap": ("NN", "RR"), "boundary_cost": ("NR", "RR")}.items():
+        if rates[a] is None or rates[b] is None:
+            out[key] = None
+        else:
+            out[key] = {"value": stats.clean(rates[a] - rates[b]), "ci95": stats.percentile_ci(boot[a] - boot[b])}
+    return out
+
+
+def _paired(cd: ConfigData, first: tuple[str, str], second: tuple[str, str]):
+    """(task, draw) pairs present in both: yields (passed first, record second)."""
+    a = {(r["task_id"], r["draw"]): r["verdict"]["passed"] for r in cd.by_pair.get(first, [])}
+    for r in cd.by_pair.get(second, []):
+        key = (r["task_id"], r["draw"])
+        if key in a:
+            yield a[key], r
+
+
+def _retention(cd: ConfigData) -> float | None:
+    kept = [r["verdict"]["passed"] for rr_passed, r in _paired(cd, CELLS["RR"], CELLS["RN"]) if rr_passed]
+    return stats.clean(sum(kept) / len(kept)) if kept else None
+
+
+def _exit_zero_wrong(cd: ConfigData) -> float | None:
+    """Of the failing executions (a shell ran: an exit code, or a timeout), the share that exited 0."""
+    failing = [r for r in cd.ok if not r["verdict"]["passed"] and (r["exit_code"] is not None or r["timed_out"])]
+    return stats.clean(sum(r["exit_code"] == 0 for r in failing) / len(failing)) if failing else None
+
+
+def _contracts(cd: ConfigData) -> dict[str, dict[str, float]]:
+    pairs = list(cd.outcomes)
+    out: dict[str, dict[str, float]] = {}
+    for c in ordered({p[0] for p in pairs}, CONTRACT_ORDER):
+        for t in ordered({p[1] for p in pairs if p[0] == c}, TRANSPORT_ORDER):
+            rate = cd.rate((c, t))
+            if rate is not None:
+                out.setdefault(c, {})[t] = stats.clean(rate)
+    return out
+
+
+def _grammar(contracts: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    has_contract = "disclosed-single" in contracts
+    has_transport = any("nested-single" in row for row in contracts.values())
+    if not (has_contract and has_transport):
+        return None
+    table = {c: {t: contracts.get(c, {}).get(t) for t in GRAMMAR_TRANSPORTS} for c in GRAMMAR_CONTRACTS}
+    cells = [table["disclosed"]["nested"], table["disclosed-single"]["nested-single"],
+             table["disclosed"]["nested-single"], table["disclosed-single"]["nested"]]
+    diag = None
+    if all(v is not None for v in cells):
+        diag = stats.clean((cells[0] + cells[1]) / 2 - (cells[2] + cells[3]) / 2)
+    return {"table": table, "diagonal_advantage": diag}
+
+
+def _families(cd: ConfigData) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for f in cd.families:
+        row: dict[str, float | None] = {}
+        for name, pair in CELLS.items():
+            vals = [v for t, v in cd.shares(pair).items() if cd.family_of[t] == f]
+            row[name] = stats.clean(sum(vals) / len(vals)) if vals else None
+        out[f] = row
+    return out
+
+
+def _attribution(cd: ConfigData) -> dict[str, Any]:
+    """Per cell, failing executions and how many of them were damaged; ``lost``: RR passes failing in RN."""
+    out: dict[str, Any] = {}
+    for name, pair in CELLS.items():
+        recs = cd.by_pair.get(pair)
+        if not recs:
+            out[name] = None
+            continue
+        fails = [r for r in recs if not r["verdict"]["passed"]]
+        out[name] = {"failures": len(fails), "damaged": sum(bool(r["damaged"]) for r in fails)}
+    lost = [r for rr_passed, r in _paired(cd, CELLS["RR"], CELLS["RN"]) if rr_passed and not r["verdict"]["passed"]]
+    has_pairs = any(True for _ in _paired(cd, CELLS["RR"], CELLS["RN"]))
+    out["lost"] = {"n": len(lost), "damaged": sum(bool(r["damaged"]) for r in lost)} if has_pairs else None
+    return out
+
+
+def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
+    first = cd.records[0]["config"]
+    config = {"provider": first["provider"], "model": first["model"],
+              "effort": first["effort"] if first["effort"] not in (None, "") else "unset",
+              "params": first.get("params") or {}}
+    cells = {name: _cell(cd, pair) for name, pair in CELLS.items()}
+    rates = {name: (c["rate"] if c else None) for name, c in cells.items()}
+    counts = stats.resample_counts(len(cd.families), resamples, seed)
+    contracts = _contracts(cd)
+    native_raw = contracts.get("native", {}).get("raw")
+    raw_raw = contracts.get("raw", {}).get("raw")
+    doc: dict[str, Any] = {
+        "config": config, "label": cd.label,
+        "draws": len({r["draw"] for r in (cd.ok or cd.records)}),
+        "records": len(cd.records), "errors": cd.errors,
+        "cells": cells,
+        **_decomposition(cd, rates, counts),
+        "retention": _retention(cd),
+        "exit_zero_wrong": _exit_zero_wrong(cd),
+        "contracts": contracts,
+        "native_minus_raw": stats.clean(native_raw - raw_raw) if native_raw is not None and raw_raw is not None else None,
+        "grammar": _grammar(contracts),
+        "families": _families(cd),
+        "damage_attribution": _attribution(cd),
+    }
+    return doc
+
+
+def _rank_agreement(datas: list[ConfigData], docs: list[dict[str, Any]], resamples: int, seed: int):
+    comp = [(cd, d) for cd, d in zip(datas, docs) if d["cells"]["RR"] and d["cells"]["NN"]]
+    if len(comp) < 2:
+        return {"kendall_tau_b": None, "ci95": None, "reversals": None}, None
+    labels = [d["label"] for _, d in comp]
+    rr = [d["cells"]["RR"]["rate"] for _, d in comp]
+    nn = [d["cells"]["NN"]["rate"] for _, d in comp]
+    tau = stats.kendall_tau_b(rr, nn)
+    # task-cluster bootstrap: resample tasks, recompute every config's RR and NN score
+    tasks = sorted({t for cd, _ in comp for pair in (CELLS["RR"], CELLS["NN"]) for t in cd.outcomes.get(pair, {})})
+    index = {t: k for k, t in enumerate(tasks)}
+    counts = stats.resample_counts(len(tasks), resamples, seed)
+    boot = {}
+    for name in ("RR", "NN"):
+        sums = np.zeros((len(tasks), len(comp)))
+        sizes = np.zeros((len(tasks), len(comp)))
+        for c, (cd, _) in enumerate(comp):
+            for t, v in cd.shares(CELLS[name]).items():
+                sums[index[t], c] = v
+                sizes[index[t], c] = 1
+        boot[name] = stats.resampled_rates(counts, sums, sizes)
+    ci = stats.percentile_ci(stats.kendall_tau_b_rows(boot["RR"], boot["NN"])) if tau is not None else None
+    agreement = {"kendall_tau_b": tau, "ci95": ci, "reversals": stats.strict_reversals(labels, rr, nn)}
+    return agreement, (labels, rr, nn)
+
+
+def selection(labels: list[str], rr: list[float], nn: list[float]) -> dict[str, Any]:
+    """Path-aware selection. Ties for the RR lead are broken by averaging: the regret is that of a
+    uniformly random pick among the tied RR leaders (the mean of their NN scores minus the best NN)."""
+    r = [round(v, stats.TIE_DECIMALS) for v in rr]
+    n = [round(v, stats.TIE_DECIMALS) for v in nn]
+    leaders = [labels[k] for k in range(len(labels)) if r[k] == max(r)]
+    best = [labels[k] for k in range(len(labels)) if n[k] == max(n)]
+    picked_nn = sum(nn[labels.index(lab)] for lab in leaders) / len(leaders)
+    return {"rr_leaders": leaders, "nn_best": best, "picked_nn": picked_nn, "best_nn": max(nn),
+            "regret": stats.clean(picked_nn - max(nn))}
+
+
+def group(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[config_label(r["config"])].append(r)
+    return {k: groups[k] for k in sorted(groups)}
+
+
+def compute(records: list[dict[str, Any]], *, resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
+    """The SPEC ``report --json`` document for these records."""
+    datas = [ConfigData(label, recs) for label, recs in group(records).items()]
+    docs = [_config_doc(cd, resamples, seed) for cd in datas]
+    agreement, ranked = _rank_agreement(datas, docs, resamples, seed)
+    regret = selection(*ranked)["regret"] if ranked else None
+    return {"configs": docs, "rank_agreement": agreement, "selection_regret": regret}
+
+
+def selection_detail(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Who RR picks and who is best on NN, recomputed from a document (for the renderers)."""
+    comp = [c for c in doc["configs"] if c["cells"]["RR"] and c["cells"]["NN"]]
+    if len(comp) < 2:
+        return None
+    return selection([c["label"] for c in comp], [c["cells"]["RR"]["rate"] for c in comp],
+                     [c["cells"]["NN"]["rate"] for c in comp])

@@ -1,0 +1,96 @@
+"""Number formatting shared by the terminal and HTML renderers.
+
+Rates are shown as percentages and differences as percentage points, both with
+one decimal; what the document lacks (null) is shown as an em dash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MISSING = "\u2014"
+CELL_NAMES = ("RR", "RN", "NR", "NN")
+CELL_HELP = {
+    "RR": "raw reply, raw transport",
+    "RN": "raw reply, nested transport",
+    "NR": "disclosed-boundary reply, raw transport",
+    "NN": "disclosed-boundary reply, nested transport",
+}
+DECOMPOSITION = (
+    ("damage", "transport damage", "Y_RN - Y_RR"),
+    ("compensation", "compensation", "Y_NN - Y_RN"),
+    ("matched_gap", "matched gap", "Y_NN - Y_RR"),
+    ("boundary_cost", "boundary cost on raw", "Y_NR - Y_RR"),
+)
+
+
+def pct(rate: float | None) -> str:
+    """0.982 -> '98.2'."""
+    return MISSING if rate is None else f"{rate * 100:.1f}"
+
+
+def pts(diff: float | None) -> str:
+    """-0.643 -> '-64.3', 0.607 -> '+60.7', 0 -> '0.0'."""
+    if diff is None:
+        return MISSING
+    text = f"{diff * 100:+.1f}"
+    return "0.0" if text in ("+0.0", "-0.0") else text
+
+
+def interval(stat: dict[str, Any] | None) -> str:
+    """{'value': -0.643, 'ci95': [-0.701, -0.589]} -> '-64.3 [-70.1, -58.9]'."""
+    if stat is None:
+        return MISSING
+    ci = stat.get("ci95")
+    if not ci:
+        return pts(stat["value"])
+    return f"{pts(stat['value'])} [{pts(ci[0])}, {pts(ci[1])}]"
+
+
+def count(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def cell(c: dict[str, Any] | None) -> str:
+    """{'passed': 55, 'n': 56, 'rate': 0.982} -> '98.2 (55/56)'."""
+    if c is None:
+        return MISSING
+    return f"{pct(c['rate'])} ({count(c['passed'])}/{c['n']})"
+
+
+def tau(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.2f}"
+
+
+def tau_interval(agreement: dict[str, Any]) -> str:
+    t = agreement.get("kendall_tau_b")
+    if t is None:
+        return MISSING
+    ci = agreement.get("ci95")
+    return f"{tau(t)} [{tau(ci[0])}, {tau(ci[1])}]" if ci else tau(t)
+
+
+def sign(x: float | None) -> str:
+    """'neg', 'pos' or '' for styling a difference."""
+    if x is None or abs(x) < 1e-12:
+        return ""
+    return "neg" if x < 0 else "pos"
+
+
+def attribution(a: dict[str, Any] | None) -> str:
+    if a is None:
+        return MISSING
+    return f"{a['damaged']}/{a['failures']}"
+
+
+def lost(a: dict[str, Any] | None) -> str:
+    if a is None:
+        return MISSING
+    return f"{a['damaged']}/{a['n']}"
+
+
+def transports_of(configs: list[dict[str, Any]]) -> list[str]:
+    """Every transport any contract was run on, in the suite's order (composed names after, by name)."""
+    from .compute import TRANSPORT_ORDER, ordered
+
+    return ordered({t for c in configs for row in c["contracts"].values() for t in row}, TRANSPORT_ORDER)

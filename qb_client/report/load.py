@@ -1,0 +1,167 @@
+"""Reading results JSONL files into records (plain dicts, as written by ``JsonlWriter``).
+
+A file is read line by line so that an error names its line. A line that does
+not parse is taken for a torn write and skipped with a warning when it is the
+last line, or when it starts with ``{`` (a record cut short by a kill; a
+resumed writer then adds the newline and carries on, so such a line can sit in
+the middle of a file). Any other unparseable line, a line that is not an
+object, a record without a required field, or a file with no records at all is
+refused with :class:`ReportInputError`, whose message is one line naming the
+file, the line and the field.
+
+When the same execution (config label, contract, transport, task, draw) is
+read more than once (the same file given twice, overlapping runs, a retried
+provider error), one is kept: the last one without ``error`` if there is one,
+else the last one. A warning says how many were dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+# SPEC.md "Record": the required fields. ``params`` and ``checks`` are checked
+# for presence only; the report reads the others and checks their types.
+REQUIRED = (
+    "run_id", "reply_id", "config", "contract", "transport", "task_id", "family", "tier", "draw",
+    "reply", "command", "received", "damaged", "exit_code", "stdout", "stderr", "timed_out",
+    "transport_error", "verdict", "usage", "timing", "versions",
+)
+CONFIG_FIELDS = ("provider", "model", "effort", "params")
+
+
+class ReportInputError(ValueError):
+    """Bad report input; the message is one line naming the file, the line and the field."""
+
+
+Warn = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(f"quotebench report: warning: {message}", file=sys.stderr)
+
+
+def config_label(config: dict[str, Any]) -> str:
+    """``provider:model@effort`` (``@unset`` when no effort was sent)."""
+    effort = config.get("effort")
+    return f"{config.get('provider')}:{config.get('model')}@{effort if effort not in (None, '') else 'unset'}"
+
+
+def _typename(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _check(rec: dict[str, Any]) -> tuple[str, str] | None:
+    """The first problem with a record as (field, problem), or None."""
+    for f in REQUIRED:
+        if f not in rec:
+            return f, "missing"
+    cfg = rec["config"]
+    if not isinstance(cfg, dict):
+        return "config", f"expected an object, got {_typename(cfg)}"
+    for f in CONFIG_FIELDS:
+        if f not in cfg:
+            return f"config.{f}", "missing"
+    for f in ("provider", "model"):
+        if not isinstance(cfg[f], str) or not cfg[f]:
+            return f"config.{f}", f"expected a non-empty string, got {_typename(cfg[f])}"
+    if cfg["effort"] is not None and not isinstance(cfg["effort"], str):
+        return "config.effort", f"expected a string or null, got {_typename(cfg['effort'])}"
+    for f in ("contract", "transport", "task_id", "family", "tier"):
+        if not isinstance(rec[f], str) or not rec[f]:
+            return f, f"expected a non-empty string, got {_typename(rec[f])}"
+    if not isinstance(rec["draw"], int) or isinstance(rec["draw"], bool):
+        return "draw", f"expected an integer, got {_typename(rec['draw'])}"
+    if not isinstance(rec["damaged"], bool):
+        return "damaged", f"expected true or false, got {_typename(rec['damaged'])}"
+    ec = rec["exit_code"]
+    if ec is not None and (not isinstance(ec, int) or isinstance(ec, bool)):
+        return "exit_code", f"expected an integer or null, got {_typename(ec)}"
+    if not isinstance(rec["timed_out"], bool):
+        return "timed_out", f"expected true or false, got {_typename(rec['timed_out'])}"
+    v = rec["verdict"]
+    if not isinstance(v, dict):
+        return "verdict", f"expected an object, got {_typename(v)}"
+    if "passed" not in v:
+        return "verdict.passed", "missing"
+    if not isinstance(v["passed"], bool):
+        return "verdict.passed", f"expected true or false, got {_typename(v['passed'])}"
+    if "checks" not in v:
+        return "verdict.checks", "missing"
+    err = rec.get("error")
+    if err is not None and not isinstance(err, str):
+        return "error", f"expected a string or null, got {_typename(err)}"
+    return None
+
+
+def read_results(path: str | os.PathLike[str], warn: Warn = _stderr) -> list[dict[str, Any]]:
+    """The records of one results file, validated; see the module docstring for the rules."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except OSError as e:
+        raise ReportInputError(f"{name}: cannot read: {e.strerror or e}") from None
+    numbered = [(n, raw) for n, raw in enumerate(lines, 1) if raw.strip()]
+    last = numbered[-1][0] if numbered else 0
+    records: list[dict[str, Any]] = []
+    torn: list[int] = []
+    for n, raw in numbered:
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            if n == last or raw.lstrip().startswith(b"{"):
+                torn.append(n)
+                continue
+            raise ReportInputError(f"{name}: line {n}: not valid JSON ({str(e).splitlines()[0]})") from None
+        if not isinstance(obj, dict):
+            raise ReportInputError(f"{name}: line {n}: not a JSON object (got {_typename(obj)})")
+        problem = _check(obj)
+        if problem:
+            field, what = problem
+            raise ReportInputError(f"{name}: line {n}: field '{field}': {what}")
+        records.append(obj)
+    if torn:
+        where = ", ".join(str(n) for n in torn[:5]) + (" ..." if len(torn) > 5 else "")
+        warn(f"{name}: skipped {len(torn)} torn line(s) that are not complete JSON (line {where})")
+    if not records:
+        raise ReportInputError(f"{name}: no records (a results file holds one JSON record per line)")
+    return records
+
+
+def execution_key(rec: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    return (config_label(rec["config"]), rec["contract"], rec["transport"], rec["task_id"], rec["draw"])
+
+
+def load_records(paths: Iterable[str | os.PathLike[str]], warn: Warn | None = None) -> list[dict[str, Any]]:
+    """Every record of every file, in reading order, one per execution (duplicates resolved)."""
+    warn = warn or _stderr
+    paths = list(paths)
+    if not paths:
+        raise ReportInputError("no results files given")
+    kept: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
+    params: dict[str, Any] = {}
+    mixed: set[str] = set()
+    dropped = 0
+    for p in paths:
+        for rec in read_results(p, warn):
+            label = config_label(rec["config"])
+            if params.setdefault(label, rec["config"]["params"]) != rec["config"]["params"]:
+                mixed.add(label)
+            key = execution_key(rec)
+            old = kept.get(key)
+            if old is not None:
+                dropped += 1
+                if rec.get("error") and not old.get("error"):
+                    continue  # keep the earlier execution that did not hit a provider error
+                del kept[key]  # re-insert so the order follows the record kept
+            kept[key] = rec
+    for label in sorted(mixed):
+        warn(f"{label}: records with different generation params share this label; they are reported as one config")
+    if dropped:
+        warn(f"{dropped} duplicate execution(s) (same config, contract, transport, task and draw) were "
+             "dropped; the last one read without a provider error is used")
+    return list(kept.values())

@@ -1,0 +1,224 @@
+"""The report's three plots as inline SVG strings (matplotlib, Agg canvas, no pyplot state).
+
+Each SVG is made ready to sit inside an HTML page: no XML prolog, no namespace
+URLs (an HTML parser gives inline ``<svg>`` its namespace), ``href`` instead of
+``xlink:href``, every ``id`` prefixed so several plots can share a page, and a
+width that shrinks with the page.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import textwrap
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import LinearSegmentedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from . import fmt
+from .compute import family_order
+
+DAMAGE = "#d55e00"
+COMPENSATION = "#0072b2"
+GAP = "#111827"
+MUTED = "#9ca3af"
+ACCENT = "#cc3d8a"
+INK = "#1f2937"
+GRID = "#e5e7eb"
+PASS_CMAP = LinearSegmentedColormap.from_list("qb_pass", ["#b2182b", "#ef8a62", "#fddbc7", "#d1e5f0", "#67a9cf", "#2166ac"])
+RC = {
+    "svg.fonttype": "none", "svg.hashsalt": "quotebench", "font.size": 9.5,
+    "font.family": ["sans-serif"], "axes.edgecolor": "#9ca3af", "axes.labelcolor": INK,
+    "xtick.color": "#4b5563", "ytick.color": INK, "text.color": INK,
+    "axes.spines.top": False, "axes.spines.right": False,
+}
+
+
+def _svg(fig: Figure | None, key: str, label: str) -> str | None:
+    if fig is None:
+        return None
+    buf = io.StringIO()
+    with matplotlib.rc_context(RC):
+        fig.savefig(buf, format="svg", bbox_inches="tight", pad_inches=0.08,
+                metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        s = buf.getvalue()
+    s = s[s.index("<svg"):]
+    s = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", s)
+    s = s.replace("xlink:href=", "href=")
+    s = re.sub(r'(\bid="|href="#|url\(#)', lambda m: m.group(1) + key + "-", s)
+    label = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return s.replace("<svg ", f'<svg class="plot" role="img" aria-label="{label}" ', 1).strip()
+
+
+def _figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _xerr(stat: dict[str, Any]) -> list[list[float]] | None:
+    ci = stat.get("ci95")
+    if not ci:
+        return None
+    v = stat["value"] * 100
+    return [[max(0.0, v - ci[0] * 100)], [max(0.0, ci[1] * 100 - v)]]
+
+
+def decomposition_figure(configs: list[dict[str, Any]]) -> Figure | None:
+    """Per config: damage and compensation as opposing bars with intervals, the matched gap as a diamond."""
+    rows = [c for c in configs if c["damage"] or c["compensation"] or c["matched_gap"]]
+    if not rows:
+        return None
+    with matplotlib.rc_context(RC):
+        fig = _figure(8.2, 0.62 * len(rows) + 1.3)
+        ax = fig.add_subplot()
+        h = 0.34
+        lo, hi = -10.0, 10.0
+        for i, c in enumerate(rows):
+            for key, dy, color in (("damage", -h / 2, DAMAGE), ("compensation", h / 2, COMPENSATION)):
+                st = c[key]
+                if not st:
+                    continue
+                v = st["value"] * 100
+                ax.barh(i + dy, v, height=h, color=color, alpha=0.9, zorder=2)
+                err = _xerr(st)
+                if err:
+                    ax.errorbar(v, i + dy, xerr=err, fmt="none", ecolor="#374151", elinewidth=1, capsize=2.5, zorder=3)
+                ends = [v] + ([st["ci95"][0] * 100, st["ci95"][1] * 100] if st.get("ci95") else [])
+                lo, hi = min(lo, *ends), max(hi, *ends)
+                edge = min(ends) if v < 0 else max(ends)
+                ax.text(edge + (-1.5 if v < 0 else 1.5), i + dy, fmt.pts(st["value"]), va="center",
+                        ha="right" if v < 0 else "left", fontsize=8, color=color)
+            g = c["matched_gap"]
+            if g:
+                gv = g["value"] * 100
+                ax.errorbar(gv, i, xerr=_xerr(g), fmt="D", color=GAP, ms=6.5, mec="white", mew=1.2,
+                            elinewidth=1.4, capsize=3, zorder=5)
+                lo, hi = min(lo, gv), max(hi, gv)
+        ax.axvline(0, color="#6b7280", lw=1, zorder=1)
+        ax.set_yticks(range(len(rows)), [c["label"] for c in rows])
+        ax.set_ylim(len(rows) - 0.4, -0.6)
+        pad = 0.14 * (hi - lo)
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.xaxis.grid(True, color=GRID, zorder=0)
+        ax.set_xlabel("percentage points")
+        ax.tick_params(axis="y", length=0)
+        ax.spines["left"].set_visible(False)
+        handles = [Patch(color=DAMAGE, label="transport damage  Y_RN - Y_RR"),
+                   Patch(color=COMPENSATION, label="compensation  Y_NN - Y_RN"),
+                   Line2D([], [], marker="D", color=GAP, ls="none", ms=6.5, mec="white", label="matched gap  Y_NN - Y_RR")]
+        ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8.5)
+        return fig
+
+
+def _rank_positions(labels: list[str], scores: list[float]) -> tuple[dict[str, int], dict[str, int]]:
+    """Row of each label (score descending, label breaks ties) and its competition rank (ties share)."""
+    order = sorted(range(len(labels)), key=lambda k: (-round(scores[k], 12), labels[k]))
+    row = {labels[k]: r for r, k in enumerate(order)}
+    rank = {labels[k]: 1 + sum(round(s, 12) > round(scores[k], 12) for s in scores) for k in range(len(labels))}
+    return row, rank
+
+
+def rank_figure(doc: dict[str, Any]) -> Figure | None:
+    """A slope chart: each config's rank by RR on the left, by NN on the right; reversed pairs highlighted."""
+    comp = [c for c in doc["configs"] if c["cells"]["RR"] and c["cells"]["NN"]]
+    if len(comp) < 2:
+        return None
+    labels = [c["label"] for c in comp]
+    rr = [c["cells"]["RR"]["rate"] for c in comp]
+    nn = [c["cells"]["NN"]["rate"] for c in comp]
+    rr_row, rr_rank = _rank_positions(labels, rr)
+    nn_row, nn_rank = _rank_positions(labels, nn)
+    reversed_ = {lab for pair in (doc["rank_agreement"]["reversals"] or []) for lab in pair}
+    with matplotlib.rc_context(RC):
+        fig = _figure(3.2, 0.42 * len(comp) + 0.9)
+        ax = fig.add_subplot()
+        for k, lab in enumerate(labels):
+            hot = lab in reversed_
+            color, lw, z = (ACCENT, 2.2, 3) if hot else (MUTED, 1.4, 2)
+            y0, y1 = rr_row[lab], nn_row[lab]
+            ax.plot([0, 1], [y0, y1], color=color, lw=lw, zorder=z, solid_capstyle="round")
+            ax.scatter([0, 1], [y0, y1], s=28, color=color, zorder=z + 1, edgecolors="white", linewidths=0.8)
+            weight = "bold" if hot else "normal"
+            ax.text(-0.06, y0, f"{lab}   #{rr_rank[lab]}  {fmt.pct(rr[k])}", ha="right", va="center",
+                    fontsize=8.5, color=INK, fontweight=weight)
+            ax.text(1.06, y1, f"{fmt.pct(nn[k])}  #{nn_rank[lab]}   {lab}", ha="left", va="center",
+                    fontsize=8.5, color=INK, fontweight=weight)
+        ax.text(0, -0.9, "RR\nraw reply, raw path", ha="center", va="bottom", fontsize=8.5, fontweight="bold")
+        ax.text(1, -0.9, "NN\ndisclosed reply, nested path", ha="center", va="bottom", fontsize=8.5, fontweight="bold")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(len(comp) - 0.5, -1.0)
+        ax.axis("off")
+        return fig
+
+
+def _two_lines(label: str, width: int = 28) -> str:
+    """'provider:model@effort' as 'provider:model' over '@effort', long parts wrapped."""
+    head, at, effort = label.rpartition("@")
+    parts = [head, at + effort] if at else [label]
+    return "\n".join(line for p in parts for line in textwrap.wrap(p, width, break_on_hyphens=False) or [""])
+
+
+def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
+    """Family x cell pass rates, columns grouped by config; missing cells grey."""
+    shown = [c for c in configs if c["families"]]
+    if not shown:
+        return None
+    families = family_order({f for c in shown for f in c["families"]})
+    cols = [(c, n) for c in shown for n in fmt.CELL_NAMES]
+    data = np.full((len(families), len(cols)), np.nan)
+    for j, (c, n) in enumerate(cols):
+        for i, f in enumerate(families):
+            v = c["families"].get(f, {}).get(n)
+            if v is not None:
+                data[i, j] = v
+    cmap = PASS_CMAP.with_extremes(bad="#eef0f3")
+    with matplotlib.rc_context(RC):
+        fig = _figure(max(4.5, 0.5 * len(cols) + 2.6), 0.3 * len(families) + 2.0)
+        ax = fig.add_subplot()
+        im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        if len(cols) <= 64:
+            for i in range(len(families)):
+                for j in range(len(cols)):
+                    v = data[i, j]
+                    if np.isnan(v):
+                        ax.text(j, i, fmt.MISSING, ha="center", va="center", fontsize=7, color=MUTED)
+                        continue
+                    r, g, b, _ = cmap(v)
+                    dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.55
+                    ax.text(j, i, f"{v * 100:.0f}", ha="center", va="center", fontsize=7,
+                            color="white" if dark else INK)
+        for k in range(1, len(shown)):
+            ax.axvline(4 * k - 0.5, color="white", lw=4)
+        ax.set_xticks(range(len(cols)), [n for _, n in cols], fontsize=7.5)
+        ax.set_yticks(range(len(families)), families)
+        ax.tick_params(length=0)
+        for s in ax.spines.values():
+            s.set_visible(False)
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([4 * k + 1.5 for k in range(len(shown))], [_two_lines(c["label"]) for c in shown], fontsize=7.5)
+        top.tick_params(length=0)
+        top.spines["top"].set_visible(False)
+        bar = fig.colorbar(im, ax=ax, fraction=0.025, pad=0.015, ticks=[0, 0.25, 0.5, 0.75, 1])
+        bar.ax.set_yticklabels(["0", "25", "50", "75", "100"], fontsize=7.5)
+        bar.outline.set_visible(False)
+        bar.set_label("pass rate %", fontsize=8)
+        return fig
+
+
+def decomposition_svg(configs: list[dict[str, Any]]) -> str | None:
+    return _svg(decomposition_figure(configs), "dec", "Per-config decomposition: transport damage, compensation and matched gap")
+
+
+def rank_svg(doc: dict[str, Any]) -> str | None:
+    return _svg(rank_figure(doc), "rank", "Rank by RR score versus rank by NN score for each config")
+
+
+def heatmap_svg(configs: list[dict[str, Any]]) -> str | None:
+    return _svg(heatmap_figure(configs), "fam", "Per-family pass rate in each cell, grouped by config")
