@@ -1,0 +1,135 @@
+"""The provider interface: one request in, one generation out.
+
+A provider turns a :class:`GenerationRequest` (messages, tools, effort, params)
+into a :class:`Generation` (reply text, raw tool calls, usage, timing, stop
+reason). Everything a record needs about *who* answered is in the provider's
+``config``; secrets never are. Offline providers (``reference``, ``replay``)
+read the task context carried by the request; network providers ignore it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.schema import Task
+from transports.record import ConfigInfo, Usage
+
+from ..contracts import Extraction, ToolCall, ToolSpec, build_messages, check_contract, extract, tools_for
+
+__all__ = [
+    "ConfigInfo", "Generation", "GenerationRequest", "MalformedResponse", "Provider", "ProviderError", "Secret", "ToolCall",
+    "ToolSpec", "Usage",
+]
+
+
+class GenerationRequest(BaseModel):
+    """Everything a provider needs for one generation.
+
+    ``task``, ``contract`` and ``draw`` identify the reply for offline providers
+    and logs; a network provider sends only the messages, tools, effort and params.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str
+    user: str
+    tools: list[ToolSpec] = Field(default_factory=list)
+    effort: str = "unset"
+    params: dict[str, Any] = Field(default_factory=dict)
+    task: Task | None = None
+    contract: str | None = None
+    draw: int = 0
+
+    @classmethod
+    def for_task(cls, task: Task, contract: str, config: ConfigInfo, draw: int = 0) -> "GenerationRequest":
+        """The request for (task, contract, draw), with effort and params taken from the provider's config,
+        so the record's config and what was sent cannot disagree."""
+        system, user = build_messages(task, contract)
+        return cls(system=system, user=user, tools=tools_for(contract), effort=config.effort,
+                   params=dict(config.params), task=task, contract=check_contract(contract), draw=draw)
+
+
+class Generation(BaseModel):
+    """One reply as the provider returned it. ``text`` never includes thinking or reasoning."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    generate_ms: float = 0.0
+    stop_reason: str | None = None
+    attempts: int = 1
+    reasoning: str | None = None
+    response_model: str | None = None
+    response_id: str | None = None
+    reply_id: str | None = None
+    command: str | None = None
+    """Set only when a reply store fixes R (replay); live providers leave it None."""
+
+    def extract(self, contract: str) -> Extraction:
+        """R under ``contract``: the stored command when there is one, else the SPEC extraction rule."""
+        if self.command is not None:
+            return Extraction(command=self.command, method="stored")
+        return extract(contract, self.text, self.tool_calls)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """The one interface the campaign uses. ``config`` holds no secrets."""
+
+    config: ConfigInfo
+
+    async def generate(self, request: GenerationRequest) -> Generation: ...
+
+
+class ProviderError(RuntimeError):
+    """A generation that did not happen (HTTP error, connection, timeout, missing stored reply).
+
+    The campaign records it as an error, never as a model failure. The message is
+    one line and holds no key.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1,
+                 retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.attempts = attempts
+        self.retryable = retryable
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"ProviderError({self.message!r}, status={self.status}, attempts={self.attempts})"
+
+
+class MalformedResponse(Exception):
+    """A 2xx reply that is not the API's shape (no content list, no choices): an error, not a model failure."""
+
+
+class Secret:
+    """A key that prints as ``***``: providers hold keys only in this wrapper (and inside the SDK client)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def scrub(self, text: str) -> str:
+        """Remove the key from text that came back from a server (some echo it in error bodies)."""
+        if len(self._value) >= 4:
+            text = text.replace(self._value, "***")
+        return text
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Secret is not picklable")
