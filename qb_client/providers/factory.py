@@ -7,7 +7,7 @@ from typing import Any
 from .base import Provider
 from .retry import RetryPolicy
 
-PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "openai-chat", "replay", "reference")
+PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "openai-chat", "replay", "reference", "habits")
 
 
 def make_provider(spec: str, base_url: str | None = None, effort: str = "unset",
@@ -21,13 +21,13 @@ def make_provider(spec: str, base_url: str | None = None, effort: str = "unset",
         raise ValueError(f"--effort '{effort}' is not a single word (use 'unset' to send none)")
     name, sep, rest = spec.partition(":")
     name = name.strip()
-    if name == "reference":
+    if name in ("reference", "habits"):
         if rest:
-            raise ValueError(f"--model '{spec}': reference takes no model ('--model reference')")
+            raise ValueError(f"--model '{spec}': {name} takes no model ('--model {name}')")
     elif name in PROVIDERS and not rest:
         what = "FILE" if name == "replay" else "MODEL"
         raise ValueError(f"--model '{spec}': {name} needs {what} ('--model {name}:{what}')")
-    if name in ("reference", "replay") and base_url:
+    if name in ("reference", "replay", "habits") and base_url:
         raise ValueError(f"--base-url is only for anthropic, openai and openai-chat, not {name}")
     if name == "anthropic":
         from .anthropic_messages import AnthropicProvider
@@ -52,5 +52,9 @@ def make_provider(spec: str, base_url: str | None = None, effort: str = "unset",
         from .offline import ReferenceProvider
 
         return ReferenceProvider(effort=effort, params=params)
+    if name == "habits":
+        from .habits import HabitsProvider
+
+        return HabitsProvider(effort=effort, params=params)
     raise ValueError(f"--model '{spec}': unknown provider '{name}' (known: {', '.join(PROVIDERS)}; "
                      "e.g. anthropic:MODEL, openai-chat:MODEL, replay:FILE, reference)")

@@ -1,0 +1,227 @@
+"""Campaigns: generate each reply once, then replay it on every transport.
+
+Layout of ``--out DIR``:
+
+* ``replies.jsonl``: one line per (config, task, contract, draw), written before
+  any execution of that reply. It is a reply store: ``--model replay:DIR/replies.jsonl``
+  and ``quotebench replay`` read it back.
+* ``results.jsonl``: one record per (reply, transport).
+* ``errors.jsonl``: generations that failed after the provider's last retry
+  (HTTP errors, timeouts). They are errors, never model failures; a rerun tries
+  them again.
+
+Resume: ids are derived from what identifies the work (config, params, task,
+contract, draw), so a rerun with the same ``--out`` skips every reply already
+stored and every (reply, transport) already recorded: a campaign killed at any
+point loses nothing it had written and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tasks.schema import Task
+from transports.execute import execute, no_command_record
+from transports.record import Record, Usage, new_id, versions
+from transports.registry import get
+from transports.store import JsonlWriter, read_jsonl
+
+from .contracts import PROMPT_VERSION, check_contract
+from .native import NativeExecutor
+from .providers.base import Generation, GenerationRequest, Provider, ProviderError
+
+
+@dataclass
+class Plan:
+    tasks: list[Task]
+    contracts: list[str]
+    transports: list[str]
+    draws: int = 1
+    api_concurrency: int = 4
+    exec_concurrency: int = field(default_factory=lambda: os.cpu_count() or 2)
+    server_url: str | None = None
+
+
+@dataclass
+class Progress:
+    """Callbacks for the CLI's progress bars; all optional."""
+
+    on_generation_total: Callable[[int], None] = lambda n: None
+    on_generated: Callable[[], None] = lambda: None
+    on_execution_total: Callable[[int], None] = lambda n: None
+    on_executed: Callable[[Record], None] = lambda r: None
+
+
+@dataclass
+class Outcome:
+    generated: int = 0
+    reused: int = 0
+    executed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def reply_id_for(config_key: str, task_id: str, contract: str, draw: int) -> str:
+    digest = hashlib.sha256(f"{config_key}\0{task_id}\0{contract}\0{draw}".encode()).hexdigest()[:16]
+    return f"r-{digest}"
+
+
+def config_key(provider: Provider) -> str:
+    c = provider.config
+    return f"{c.label}\0{json.dumps(c.params, sort_keys=True)}"
+
+
+def reply_line(reply_id: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
+    ext = gen.extract(contract)
+    return {
+        "reply_id": reply_id, "task_id": task.id, "contract": contract, "draw": draw,
+        "config": provider.config.model_dump(mode="json"),
+        "reply": reply_text(gen, contract),
+        "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
+        "command": ext.command, "extraction": {"method": ext.method, "error": ext.error},
+        "usage": gen.usage.model_dump(mode="json"), "timing": {"generate_ms": round(gen.generate_ms, 3)},
+        "stop_reason": gen.stop_reason, "attempts": gen.attempts,
+        "versions": {**versions(), "prompt": PROMPT_VERSION},
+    }
+
+
+def reply_text(gen: Generation, contract: str) -> str:
+    """The full reply as text: for native, the text plus the tool calls as the provider returned them."""
+    if contract != "native":
+        return gen.text
+    return json.dumps({"text": gen.text, "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls]},
+                      ensure_ascii=False)
+
+
+def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
+    replies: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for obj in read_jsonl(path):
+            rid = obj.get("reply_id")
+            if isinstance(rid, str) and rid not in replies and isinstance(obj.get("task_id"), str):
+                replies[rid] = obj
+    return replies
+
+
+class Campaign:
+    def __init__(self, provider: Provider, plan: Plan, out: Path, progress: Progress | None = None) -> None:
+        for c in plan.contracts:
+            check_contract(c)
+        self.provider = provider
+        self.plan = plan
+        self.out = out
+        self.progress = progress or Progress()
+        self.run_id = new_id()
+        self.outcome = Outcome()
+
+    async def run(self) -> Outcome:
+        self.out.mkdir(parents=True, exist_ok=True)
+        replies = _load_replies(self.out / "replies.jsonl")
+        done = {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(self.out / "results.jsonl")} \
+            if (self.out / "results.jsonl").exists() else set()
+        key = config_key(self.provider)
+        work = [(t, c, d, reply_id_for(key, t.id, c, d))
+                for t in self.plan.tasks for c in self.plan.contracts for d in range(self.plan.draws)]
+        to_generate = [w for w in work if w[3] not in replies]
+        self.outcome.reused = len(work) - len(to_generate)
+        self.progress.on_generation_total(len(to_generate))
+        self.progress.on_execution_total(sum(1 for w in work for tr in self.plan.transports if (w[3], tr) not in done))
+        api = anyio.CapacityLimiter(self.plan.api_concurrency)
+        ex = anyio.CapacityLimiter(self.plan.exec_concurrency)
+        native = None
+        if "native" in self.plan.contracts:
+            native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
+        try:
+            tools = await native.tools() if native else []
+            with JsonlWriter(self.out / "replies.jsonl") as rw, JsonlWriter(self.out / "results.jsonl") as res, \
+                    JsonlWriter(self.out / "errors.jsonl") as errw:
+                async def one(task: Task, contract: str, draw: int, rid: str) -> None:
+                    stored = replies.get(rid)
+                    if stored is None:
+                        async with api:
+                            stored = await self._generate(task, contract, draw, rid, tools, errw)
+                        if stored is None:
+                            return
+                        rw.write(stored)  # durable before anything of it runs
+                        self.progress.on_generated()
+                    async with anyio.create_task_group() as tg:
+                        for tr in self.plan.transports:
+                            if (rid, tr) not in done:
+                                tg.start_soon(self._execute, task, stored, tr, ex, res, errw, native)
+
+                async with anyio.create_task_group() as tg:
+                    for w in work:
+                        tg.start_soon(one, *w)
+        finally:
+            if native:
+                await native.__aexit__(None, None, None)
+            aclose = getattr(self.provider, "aclose", None)
+            if aclose:
+                await aclose()
+        return self.outcome
+
+    async def _generate(self, task: Task, contract: str, draw: int, rid: str, tools: list,
+                        errw: JsonlWriter) -> dict[str, Any] | None:
+        request = GenerationRequest.for_task(task, contract, self.provider.config, draw)
+        if contract == "native" and tools:
+            request = request.model_copy(update={"tools": tools})
+        try:
+            gen = await self.provider.generate(request)
+        except ProviderError as e:
+            self._error(errw, {"stage": "generate", "task_id": task.id, "contract": contract, "draw": draw,
+                               "reply_id": rid, "error": str(e), "status": e.status, "attempts": e.attempts})
+            return None
+        self.outcome.generated += 1
+        return reply_line(rid, task, contract, draw, self.provider, gen)
+
+    def _error(self, errw: JsonlWriter, line: dict[str, Any]) -> None:
+        line = {"run_id": self.run_id, "config": self.provider.config.model_dump(mode="json"),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **line}
+        errw.write(line)
+        self.outcome.errors.append(f"{line.get('task_id')} {line.get('contract')}: {line['error']}")
+
+    async def _execute(self, task: Task, stored: dict[str, Any], transport: str, ex: anyio.CapacityLimiter,
+                       res: JsonlWriter, errw: JsonlWriter, native: NativeExecutor | None) -> None:
+        contract = stored["contract"]
+        fields = dict(reply=stored.get("reply") or "", run_id=self.run_id, reply_id=stored["reply_id"],
+                      config=self.provider.config, contract=contract, draw=stored.get("draw", 0),
+                      usage=Usage.model_validate(stored.get("usage") or {}),
+                      generate_ms=(stored.get("timing") or {}).get("generate_ms"),
+                      extra_versions={"prompt": PROMPT_VERSION})
+        command = stored.get("command")
+        async with ex:
+            if command is None:
+                reason = (stored.get("extraction") or {}).get("error") or "no command in the reply"
+                record = no_command_record(task, get(transport).name, reason, **fields)
+            elif contract == "native" and native is not None:
+                try:
+                    doc = await native.execute(task.id, command, transport)
+                except Exception as e:  # the MCP path failing (NativeError, a dead server) is an error, not a verdict
+                    self._error(errw, {"stage": "execute", "task_id": task.id, "contract": contract,
+                                       "transport": transport, "reply_id": stored["reply_id"], "error": f"{type(e).__name__}: {e}"})
+                    return
+                record = _native_record(doc, fields)
+            else:
+                record = await execute(task, transport, command, **fields)
+        res.write(record)
+        self.outcome.executed += 1
+        self.progress.on_executed(record)
+
+
+def _native_record(doc: dict[str, Any], fields: dict[str, Any]) -> Record:
+    """The server's record with the campaign's identity (reply, config, draw, usage) put back on it."""
+    rec = Record.model_validate(doc)
+    timing = rec.timing.model_copy(update={"generate_ms": fields["generate_ms"]})
+    return rec.model_copy(update={
+        "reply": fields["reply"], "run_id": fields["run_id"], "reply_id": fields["reply_id"],
+        "config": fields["config"], "contract": "native", "draw": fields["draw"], "usage": fields["usage"],
+        "timing": timing, "versions": {**rec.versions, **fields["extra_versions"]},
+    })

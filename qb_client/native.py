@@ -1,0 +1,98 @@
+"""The native contract's execution path: the driver as a real MCP client of ``qb_server``.
+
+The model is handed the server's own shell tool (listed over MCP, converted by
+the provider), and the first tool call is executed by calling that tool through
+MCP, so a native reply takes the same path an agent plugged into QuoteBench
+takes. In-process by default, one server per transport; with ``--server URL``
+the driver talks streamable HTTP to a running ``quotebench serve --control``,
+whose transport is whatever that server was started with.
+
+Each execution gets its own session (a sandbox id in the request ``_meta``), is
+switched to its task with ``qb_select_task``, and is ended after the call, so
+no state leaks between replies.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AsyncExitStack
+from typing import Any
+
+from mcp import Client
+
+from qb_server.app import QBServer, build_app
+from qb_server.sessions import META_KEY
+from qb_server.tools import RECORD_META
+from transports.record import Record
+
+from .contracts import ToolSpec
+
+
+class NativeError(RuntimeError):
+    """The MCP path itself failed (server unreachable, no control surface); recorded as an error."""
+
+
+class NativeExecutor:
+    """MCP clients of qb_server, one per transport, open for the life of a campaign."""
+
+    def __init__(self, transports: list[str], server_url: str | None = None) -> None:
+        self.server_url = server_url
+        self.transports = transports
+        self._stack = AsyncExitStack()
+        self._clients: dict[str, Client] = {}
+        self._apps: list[QBServer] = []
+        self.tool_name = "bash"
+
+    async def __aenter__(self) -> "NativeExecutor":
+        await self._stack.__aenter__()
+        if self.server_url:
+            client = await self._stack.enter_async_context(Client(self.server_url))
+            names = [t.name for t in (await client.list_tools()).tools]
+            if "qb_select_task" not in names:
+                raise NativeError(f"--server {self.server_url}: start it with `quotebench serve --control` "
+                                  "(the driver needs qb_select_task)")
+            self._clients["*"] = client
+        else:
+            for t in self.transports:
+                app = build_app(transport=t, control=True)
+                self._apps.append(app)
+                self._clients[t] = await self._stack.enter_async_context(Client(app.mcp))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._stack.__aexit__(*exc)
+        for app in self._apps:
+            await app.aclose()
+
+    def _client(self, transport: str) -> Client:
+        return self._clients.get("*") or self._clients[transport]
+
+    async def tools(self) -> list[ToolSpec]:
+        """The shell tool as the server lists it (controls hidden): what the model is given."""
+        client = next(iter(self._clients.values()))
+        listed = (await client.list_tools()).tools
+        shell = [t for t in listed if not t.name.startswith("qb_")]
+        if not shell:
+            raise NativeError("the server lists no shell tool")
+        self.tool_name = shell[0].name
+        return [ToolSpec(name=t.name, description=t.description or "", input_schema=t.input_schema) for t in shell]
+
+    async def execute(self, task_id: str, command: str, transport: str) -> dict[str, Any]:
+        """Run ``command`` through the shell tool in a fresh session of ``task_id``; the server's record."""
+        client = self._client(transport)
+        meta = {META_KEY: f"native-{uuid.uuid4().hex[:12]}"}
+        selected = await client.call_tool("qb_select_task", {"task_id": task_id}, meta=meta)
+        if selected.is_error:
+            raise NativeError(f"qb_select_task {task_id}: {_text(selected)}")
+        try:
+            result = await client.call_tool(self.tool_name, {"command": command}, meta=meta)
+            record = (result.meta or {}).get(RECORD_META)
+            if record is None:
+                raise NativeError(f"the shell tool returned no record: {_text(result)[:200]}")
+            return Record.model_validate(record).model_dump(mode="json")
+        finally:
+            await client.call_tool("qb_end_session", {}, meta=meta)
+
+
+def _text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content).strip()
