@@ -26,8 +26,9 @@ Isolation
     directories bound read-only, only the sandbox root writable, a private
     ``/tmp``, ``/proc`` and ``/dev``, and ``--die-with-parent``. The pid namespace
     means nothing started inside survives the run. ``network=True`` keeps the host
-    network namespace (only the local side of the ``ssh`` transport needs it, to
-    reach the embedded server on 127.0.0.1). Without bwrap the command still
+    network namespace (only the ``ssh`` transport's fallback client talking to a
+    real sshd needs it; the embedded server is reached through a Unix socket
+    bound into the sandbox, so the usual ssh path keeps its isolation). Without bwrap the command still
     runs, with a one-time warning on stderr, and ``isolation`` is ``"none"``.
 
 Environment
