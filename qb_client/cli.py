@@ -293,6 +293,8 @@ def run_cmd(
     params: Optional[str] = typer.Option(None, "--params", help="Extra generation parameters as a JSON object."),
     server: Optional[str] = typer.Option(None, "--server", help="Native contract over HTTP to a running `quotebench serve --control`."),
     api_concurrency: int = typer.Option(4, "--api-concurrency", min=1, help="Parallel API calls."),
+    max_tries: int = typer.Option(4, "--max-tries", min=1, help="Attempts per API call (429, 5xx, timeouts are retried)."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait for one API response."),
     exec_concurrency: Optional[int] = typer.Option(None, "--exec-concurrency", min=1, help="Parallel executions (default: cores)."),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -306,13 +308,15 @@ def run_cmd(
     from .campaign import Campaign, Plan, Progress
     from .contracts import check_contract
     from .providers.factory import make_provider
+    from .providers.retry import RetryPolicy
 
     names = parse_list(transports)
     contract_list = [check_contract(c.strip()) for c in contracts.split(",") if c.strip()]
     if not contract_list:
         fail("--contracts: no contract given")
     try:
-        provider = make_provider(model, base_url, effort, parse_params(params))
+        provider = make_provider(model, base_url, effort, parse_params(params), retry=RetryPolicy(tries=max_tries),
+                                 timeout_s=timeout)
     except ValueError as e:
         fail(str(e))
     plan = Plan(tasks=select(tasks), contracts=contract_list, transports=names, draws=draws,
@@ -441,9 +445,10 @@ KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
+    from .contracts import UnknownContractError
     from .report import ReportInputError
 
-    return (*KNOWN_ERRORS, ReportInputError)
+    return (*KNOWN_ERRORS, ReportInputError, UnknownContractError)
 
 
 def main() -> None:

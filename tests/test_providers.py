@@ -11,19 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from fake_llm import FakeServer, Scripted, body_for, call_for, error_body, running_fake_server, usage_for
 
 from qb_client.contracts import NATIVE_TOOL, extract, fence
 from qb_client.providers import (
@@ -42,77 +36,9 @@ KINDS = ("anthropic", "openai", "openai-chat")
 PATHS = {"anthropic": "/v1/messages", "openai": "/v1/responses", "openai-chat": "/v1/chat/completions"}
 
 
-# ---------------------------------------------------------------- the scripted server
-
-
-@dataclass
-class Scripted:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class FakeServer:
-    def __init__(self) -> None:
-        self.url = ""
-        self.seen: list[Seen] = []
-        self.script: list[Scripted] = []
-        self.forever: Scripted | None = None
-        self.lock = threading.Lock()
-
-    def reset(self) -> None:
-        with self.lock:
-            self.seen, self.script, self.forever = [], [], None
-
-    def queue(self, *replies: Scripted) -> None:
-        with self.lock:
-            self.script.extend(replies)
-
-    def next(self) -> Scripted:
-        with self.lock:
-            if self.script:
-                return self.script.pop(0)
-            if self.forever is not None:
-                return self.forever
-        return Scripted(599, {"error": {"message": "the test scripted no reply"}})
-
-    async def endpoint(self, request: Request) -> Response:
-        raw = await request.body()
-        with self.lock:
-            self.seen.append(Seen(request.url.path, dict(request.headers), json.loads(raw)))
-        reply = self.next()
-        if reply.delay:
-            await asyncio.sleep(reply.delay)
-        content = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
-        return Response(content, status_code=reply.status, headers=reply.headers, media_type="application/json")
-
-
 @pytest.fixture(scope="module")
 def live_server() -> Iterator[FakeServer]:
-    fake = FakeServer()
-    app = Starlette(routes=[Route("/{path:path}", fake.endpoint, methods=["POST"])])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    fake.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started, "fake server did not start"
-    yield fake
-    server.should_exit = True
-    thread.join(5)
-    sock.close()
+    yield from running_fake_server()
 
 
 @pytest.fixture
@@ -125,71 +51,6 @@ def server(live_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> FakeServ
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY_A)
     monkeypatch.setenv("OPENAI_API_KEY", KEY_O)
     return live_server
-
-
-# ---------------------------------------------------------------- wire-format bodies
-
-
-def usage_for(kind: str, inp: int = 11, out: int = 22, reasoning: int | None = None) -> dict[str, Any]:
-    if kind == "anthropic":
-        u: dict[str, Any] = {"input_tokens": inp, "output_tokens": out}
-        if reasoning is not None:
-            u["output_tokens_details"] = {"thinking_tokens": reasoning}
-        return u
-    if kind == "openai":
-        return {"input_tokens": inp, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": out,
-                "output_tokens_details": {"reasoning_tokens": reasoning or 0}, "total_tokens": inp + out}
-    u = {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
-    if reasoning is not None:
-        u["completion_tokens_details"] = {"reasoning_tokens": reasoning}
-    return u
-
-
-def body_for(kind: str, text: str | None = None, calls: list[Any] | None = None,
-             thinking: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A complete non-streaming response. ``calls``: arguments strings (OpenAI) or input objects (Anthropic)."""
-    calls = calls or []
-    if kind == "anthropic":
-        content: list[dict[str, Any]] = []
-        if thinking is not None:
-            content += [{"type": "thinking", "thinking": thinking, "signature": "sig"},
-                        {"type": "redacted_thinking", "data": "opaque"}]
-        if text is not None:
-            content.append({"type": "text", "text": text})
-        content += [{"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": c} for i, c in enumerate(calls)]
-        return {"id": "msg_1", "type": "message", "role": "assistant", "model": "test-model", "content": content,
-                "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
-                "usage": usage or usage_for(kind)}
-    if kind == "openai":
-        output: list[dict[str, Any]] = []
-        if thinking is not None:
-            output.append({"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": thinking}]})
-        if text is not None:
-            output.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                           "content": [{"type": "output_text", "text": text, "annotations": []}]})
-        output += [{"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": "bash",
-                    "arguments": c, "status": "completed"} for i, c in enumerate(calls)]
-        return {"id": "resp_1", "object": "response", "created_at": 0, "model": "test-model", "status": "completed",
-                "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-                "usage": usage or usage_for(kind)}
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if thinking is not None:
-        message["reasoning_content"] = thinking
-    if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": c}}
-                                 for i, c in enumerate(calls)]
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "test-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": usage or usage_for(kind)}
-
-
-def call_for(kind: str, command: Any, ensure_ascii: bool = True) -> Any:
-    args = {"command": command}
-    return args if kind == "anthropic" else json.dumps(args, ensure_ascii=ensure_ascii)
-
-
-def error_body(message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": "api_error", "message": message}}
 
 
 # ---------------------------------------------------------------- helpers

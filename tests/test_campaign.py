@@ -1,0 +1,174 @@
+"""Campaigns as users run them: `quotebench run` in a subprocess, offline and against a local fake Anthropic
+server speaking the real wire format; resume after SIGKILL; provider errors kept apart from verdicts."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm import FakeServer, Scripted, Seen, body_for, error_body, running_fake_server
+
+from qb_client.contracts import fence
+
+QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
+HOSTILE = ("printf '%s\\n' \"a'b\" $HOME `id` \\ ! % * ? [x] {a,b} ~ # ; & | < > (\n"
+           "\tnext\rline é 漢 🙂 end\\")
+
+
+def qb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*QB, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeServer]:
+    yield from running_fake_server()
+
+
+def llm_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-campaign-test-key"
+    return env
+
+
+def test_reference_campaign_offline(tmp_path: Path) -> None:
+    r = qb("run", "--model", "reference", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["generated"] == 56 * 3 and doc["executed"] == 56 * 3 * 2 and doc["errors"] == 0
+    records = lines(tmp_path / "results.jsonl")
+    cells = collections.Counter((x["contract"], x["transport"]) for x in records if x["verdict"]["passed"])
+    assert cells[("raw", "raw")] == cells[("native", "raw")] == cells[("disclosed", "nested")] == 56
+    assert cells[("raw", "nested")] < 56
+    native = [x for x in records if x["contract"] == "native"]
+    assert all(x["config"]["provider"] == "reference" and x["versions"]["prompt"] for x in native)
+    # a rerun finds nothing to do
+    again = json.loads(qb("run", "--model", "reference", "--out", str(tmp_path), "--json").stdout)
+    assert again["generated"] == 0 and again["executed"] == 0 and again["reused"] == 168
+
+
+def hostile_responder(seen: Seen) -> Scripted:
+    if seen.body.get("tools"):
+        return Scripted(200, body_for("anthropic", text="Running it.", calls=[{"command": HOSTILE}]))
+    return Scripted(200, body_for("anthropic", text="Here you go:\n\n" + fence(HOSTILE) + "\n"))
+
+
+def test_hostile_replies_are_recorded_byte_identical(fake: FakeServer, tmp_path: Path) -> None:
+    fake.reset()
+    fake.responder = hostile_responder
+    r = qb("run", "--model", "anthropic:claude-test", "--base-url", fake.url, "--tasks", "file-write/h1,json-edit/h2",
+           "--out", str(tmp_path), "--json", env=llm_env())
+    assert r.returncode == 0, r.stderr
+    replies = lines(tmp_path / "replies.jsonl")
+    assert len(replies) == 6 and all(x["command"] == HOSTILE for x in replies)
+    records = lines(tmp_path / "results.jsonl")
+    assert len(records) == 12 and all(x["command"] == HOSTILE for x in records)
+    assert all(x["received"] == HOSTILE and not x["damaged"] for x in records if x["transport"] == "raw")
+    assert all(x["damaged"] for x in records if x["transport"] == "nested")
+    assert all(x["config"]["provider"] == "anthropic" and x["config"]["model"] == "claude-test" for x in records)
+    assert {s.headers["authorization"] for s in fake.seen} == {"Bearer sk-ant-campaign-test-key"}
+    assert "sk-ant-campaign-test-key" not in (tmp_path / "results.jsonl").read_text()
+    assert "sk-ant-campaign-test-key" not in (tmp_path / "replies.jsonl").read_text()
+    # native: the model was handed the MCP server's shell tool
+    tool_requests = [s for s in fake.seen if s.body.get("tools")]
+    assert [t["name"] for t in tool_requests[0].body["tools"]] == ["bash"]
+
+
+def test_nul_in_a_tool_call_is_a_recorded_transport_error(fake: FakeServer, tmp_path: Path) -> None:
+    fake.reset()
+    fake.responder = lambda seen: Scripted(200, body_for("anthropic", calls=[{"command": "echo a\u0000b > out.txt"}]))
+    r = qb("run", "--model", "anthropic:m", "--base-url", fake.url, "--tasks", "file-write/control",
+           "--contracts", "native", "--out", str(tmp_path), env=llm_env())
+    assert r.returncode == 0, r.stderr
+    records = lines(tmp_path / "results.jsonl")
+    assert len(records) == 2
+    assert all(x["transport_error"] and "NUL" in x["transport_error"] and not x["verdict"]["passed"] for x in records)
+
+
+def test_provider_errors_are_kept_apart_and_retried_on_rerun(fake: FakeServer, tmp_path: Path) -> None:
+    fake.reset()
+    fake.forever = Scripted(500, error_body("overloaded"))
+    args = ["run", "--model", "anthropic:m", "--base-url", fake.url, "--tasks", "file-write/control",
+            "--contracts", "raw", "--out", str(tmp_path), "--max-tries", "2"]
+    r = qb(*args, env=llm_env())
+    assert r.returncode == 1
+    assert "1 error(s) recorded" in r.stderr and "Traceback" not in r.stderr
+    errors = lines(tmp_path / "errors.jsonl")
+    assert len(errors) == 1 and "500" in errors[0]["error"] and errors[0]["attempts"] == 2
+    assert lines(tmp_path / "results.jsonl") == [] and lines(tmp_path / "replies.jsonl") == []
+    assert len(fake.seen) == 2
+    fake.reset()
+    fake.responder = lambda seen: Scripted(200, body_for("anthropic", text="echo hello world > out.txt"))
+    r = qb(*args, env=llm_env())
+    assert r.returncode == 0, r.stderr
+    records = lines(tmp_path / "results.jsonl")
+    assert len(records) == 2 and [x["transport"] for x in records].count("raw") == 1
+
+
+def test_killed_campaign_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
+    args = [*QB, "run", "--model", "habits", "--out", str(tmp_path), "--exec-concurrency", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    results = tmp_path / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= 30:
+            break
+        time.sleep(0.01)
+    killed = proc.poll() is None
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = results.read_text().count("\n")
+    assert killed and before < 336, "the campaign finished before it could be killed"
+    r = qb("run", "--model", "habits", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    records = lines(results)
+    keys = collections.Counter((x["reply_id"], x["transport"]) for x in records)
+    assert len(records) == len(keys) == 336
+    assert doc["executed"] == 336 - before
+    replies = lines(tmp_path / "replies.jsonl")
+    assert len({x["reply_id"] for x in replies}) == len(replies) == 168
+
+
+def test_replies_replay_through_the_replay_provider_and_command(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    assert qb("run", "--model", "habits", "--tasks", "argv-pass/*", "--contracts", "raw,disclosed",
+              "--out", str(first)).returncode == 0
+    store = first / "replies.jsonl"
+    again = tmp_path / "again.jsonl"
+    r = qb("replay", str(store), "--transports", "raw,nested,escaped", "--out", str(again), "--json")
+    assert r.returncode == 0, r.stderr
+    original = {(x["reply_id"], x["transport"]): x["verdict"]["passed"] for x in lines(first / "results.jsonl")}
+    replayed = {(x["reply_id"], x["transport"]): x["verdict"]["passed"] for x in lines(again)}
+    assert len(replayed) == 8 * 3
+    assert all(replayed[k] == v for k, v in original.items())
+    # a replay campaign from the store reproduces the original verdicts too
+    second = tmp_path / "second"
+    assert qb("run", "--model", f"replay:{store}", "--tasks", "argv-pass/*", "--contracts", "raw,disclosed",
+              "--out", str(second)).returncode == 0
+    rerun = sorted((x["task_id"], x["contract"], x["transport"], x["verdict"]["passed"]) for x in lines(second / "results.jsonl"))
+    orig = sorted((x["task_id"], x["contract"], x["transport"], x["verdict"]["passed"]) for x in lines(first / "results.jsonl"))
+    assert rerun == orig
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["run", "--model", "martian:x", "--out", "/tmp/x"], "unknown provider 'martian'"),
+    (["run", "--model", "reference", "--contracts", "telepathy", "--out", "/tmp/x"], "telepathy"),
+    (["run", "--model", "reference", "--params", "[1]", "--out", "/tmp/x"], "--params: must be a JSON object"),
+    (["run", "--model", "replay:/nonexistent.jsonl", "--out", "/tmp/x"], "/nonexistent.jsonl"),
+])
+def test_bad_run_input_is_one_line(args: list[str], expect: str) -> None:
+    r = qb(*args)
+    assert r.returncode == 2, r.stderr
+    assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
