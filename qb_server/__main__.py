@@ -1,0 +1,48 @@
+"""``python -m qb_server``: serve over stdio (default) or streamable HTTP.
+
+Exit status 2 with a one-line message on stderr for a bad option (unknown
+transport or task, a remote address without a token), before anything is
+served; stdout carries nothing but MCP messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .config import DEFAULT_IDLE_S, DEFAULT_TASK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m qb_server", description="QuoteBench MCP tool server")
+    p.add_argument("--transport", default="raw", help="transport name (default raw; composed names allowed)")
+    p.add_argument("--task", default=DEFAULT_TASK, help=f"task id (default {DEFAULT_TASK})")
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--tool-name", default="bash", help="name of the shell tool (default bash)")
+    p.add_argument("--control", action="store_true", help="add the qb_ control tools (for harnesses)")
+    p.add_argument("--record", metavar="FILE", help="append one JSON record per call and per session end")
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http address (needs --token)")
+    p.add_argument("--token", help="require Authorization: Bearer TOKEN (default: $QB_SERVE_TOKEN)")
+    p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S, help="end sessions idle this long (s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from .app import serve
+
+    try:
+        serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,
+              control=args.control, record=args.record, allow_remote=args.allow_remote,
+              token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout)
+    except ValueError as e:
+        print(f"quotebench serve: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

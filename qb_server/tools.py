@@ -1,0 +1,184 @@
+"""What clients see: the shell tool, the task prompt and resource, and the optional ``qb_`` controls.
+
+The shell tool has the shape of the providers' native shell tools (one string
+field ``command``) and a description that says nothing about quoting or about
+the path the command takes: the native contract measures what a model does
+when told nothing beyond that. The controls exist for harnesses and are off by
+default, so an agent under test sees exactly one tool.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from tasks.load import UnknownTaskError, get_task
+from transports.record import Record
+from transports.sandbox import SandboxError
+
+from .sessions import SessionKey, client_name
+
+if TYPE_CHECKING:
+    from .app import QBServer
+
+SHELL_DESCRIPTION = "Run a command in a bash shell. Returns its stdout, stderr and exit code."
+COMMAND_DESCRIPTION = "The command to run."
+TASK_URI = "quotebench://task"
+RECORD_META = "quotebench/record"
+
+
+def render(record: Record) -> tuple[str, dict[str, Any], bool]:
+    """The text the model reads, the same as structured content, and whether it is an error."""
+    if record.transport_error is not None:
+        # what a real pipeline would say, without naming the measured transport to the model
+        error = record.transport_error.removeprefix(f"{record.transport}: ")
+        return f"error: {error}", {"stdout": "", "stderr": "", "exit_code": None, "timed_out": False,
+                                   "error": error}, True
+    lines = []
+    if record.timed_out:
+        lines.append("timed out: the command was killed")
+    else:
+        lines.append(f"exit code: {record.exit_code}")
+    for name, out in (("stdout", record.stdout), ("stderr", record.stderr)):
+        if not out.text:
+            lines.append(f"{name}: (empty)")
+            continue
+        body = out.text[:-1] if out.text.endswith("\n") else out.text
+        lines.append(f"{name}:\n{body}" + ("\n[output truncated]" if out.truncated else ""))
+    structured = {
+        "stdout": record.stdout.text, "stderr": record.stderr.text, "exit_code": record.exit_code,
+        "timed_out": record.timed_out, "stdout_truncated": record.stdout.truncated,
+        "stderr_truncated": record.stderr.truncated,
+    }
+    is_error = record.timed_out or record.exit_code != 0
+    return "\n".join(lines), structured, is_error
+
+
+def _json_result(obj: Any) -> CallToolResult:
+    data = obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+                          structured_content=data)
+
+
+def _clean_schema() -> dict[str, Any]:
+    """The input schema providers' shell tools have, without pydantic's generated titles."""
+    return {
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": COMMAND_DESCRIPTION}},
+        "required": ["command"],
+    }
+
+
+def make_mcp(app: "QBServer") -> MCPServer:
+    """The MCPServer of one :class:`~qb_server.app.QBServer`; every handler goes through ``app``."""
+    sessions = app.sessions
+
+    async def key(ctx: Context) -> SessionKey:
+        return app.key_for(ctx.request_context)  # SessionError is a ToolError: the client sees why
+
+    async def shell(command: Annotated[str, Field(description=COMMAND_DESCRIPTION)], ctx: Context) -> CallToolResult:
+        k = await key(ctx)
+        await sessions.sweep()
+        try:
+            async with sessions.use(k) as s:
+                s.client = client_name(ctx.request_context)
+                record = await sessions.run(s, command)
+        except SandboxError as e:
+            raise ToolError(f"the sandbox could not run the command: {e}") from None
+        finally:
+            if k.kind == "anonymous":
+                await sessions.close(k, "one-call")
+        text, structured, is_error = render(record)
+        meta = {RECORD_META: record.model_dump(mode="json")} if app.config.control else None
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured,
+                              is_error=is_error, _meta=meta)
+
+    shell.__name__ = app.config.tool_name  # names the argument model in validation errors ("bashArguments")
+    tool = Tool.from_function(
+        shell, name=app.config.tool_name, description=SHELL_DESCRIPTION,
+        annotations=ToolAnnotations(title="Shell", read_only_hint=False, destructive_hint=True,
+                                    open_world_hint=False),
+    )
+    tool.parameters = _clean_schema()
+    mcp = MCPServer(
+        "quotebench", version=_version(), tools=[tool], log_level="WARNING",
+        warn_on_duplicate_tools=False,
+    )
+
+    @mcp.prompt(name="task", description="The instruction of this session's task.")
+    async def task_prompt(ctx: Context) -> str:
+        s = sessions.lookup(await key(ctx))
+        return (s.task if s is not None else app.task).instruction
+
+    @mcp.resource(TASK_URI, name="task", description="The instruction of the server's task.",
+                  mime_type="text/plain")
+    def task_resource() -> str:
+        return app.task.instruction
+
+    if app.config.control:
+        _add_controls(mcp, app, key)
+    return mcp
+
+
+def _add_controls(mcp: MCPServer, app: "QBServer", key: Any) -> None:
+    """``qb_`` tools for harnesses: choose or reset the task, judge the state, fetch the last record."""
+    sessions = app.sessions
+
+    async def identified(ctx: Context) -> SessionKey:
+        k = await key(ctx)
+        if k.kind == "anonymous":
+            raise ToolError("control tools need a session identity: use stdio, the legacy protocol mode, "
+                            "or send _meta['quotebench/sandbox']")
+        return k
+
+    def info(s: Any) -> dict[str, Any]:
+        return {"session": s.key.label, "task_id": s.task.id, "instruction": s.task.instruction,
+                "calls": s.calls}
+
+    @mcp.tool(name="qb_select_task", description="Switch this session to a task, in a fresh sandbox of its fixture.")
+    async def qb_select_task(task_id: str, ctx: Context) -> CallToolResult:
+        try:
+            task = get_task(task_id)
+        except UnknownTaskError as e:
+            raise ToolError(str(e)) from None
+        async with sessions.use(await identified(ctx)) as s:
+            await sessions.reset(s, task)
+            return _json_result(info(s))
+
+    @mcp.tool(name="qb_reset", description="Give this session a fresh sandbox of its task (the old one is judged, recorded, deleted).")
+    async def qb_reset(ctx: Context) -> CallToolResult:
+        async with sessions.use(await identified(ctx)) as s:
+            await sessions.reset(s)
+            return _json_result(info(s))
+
+    @mcp.tool(name="qb_verdict", description="The validator's verdict on the current state of this session's sandbox.")
+    async def qb_verdict(ctx: Context) -> CallToolResult:
+        async with sessions.use(await identified(ctx)) as s:
+            verdict = await sessions.verdict(s)
+            return _json_result({**info(s), "verdict": verdict.model_dump(mode="json")})
+
+    @mcp.tool(name="qb_last_record", description="The record (JSON) of this session's last shell call.")
+    async def qb_last_record(ctx: Context) -> CallToolResult:
+        async with sessions.use(await identified(ctx)) as s:
+            if s.last_record is None:
+                raise ToolError("this session has made no shell call yet")
+            return _json_result(s.last_record)
+
+    @mcp.tool(name="qb_end_session", description="End this session: judge and record its final state, delete its sandbox.")
+    async def qb_end_session(ctx: Context) -> CallToolResult:
+        record = await sessions.close(await identified(ctx), "ended by client")
+        if record is None:
+            raise ToolError("this session has no sandbox to end")
+        return _json_result(record)
+
+
+def _version() -> str:
+    from transports.record import versions
+
+    return versions().get("quotebench", "")
