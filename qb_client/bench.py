@@ -92,8 +92,17 @@ def peak_memory_mib() -> float:
     return round(max(own, children) / 1024, 1)
 
 
+def mcp_paths(n: int) -> dict[str, float]:
+    """Median ms of one `true` call per MCP path (qb_server.bench times them interleaved)."""
+    from qb_server.bench import main
+
+    results = anyio.run(main, n, max(3, n // 10), max(1, min(10, n // 5)))
+    keep = ("execute()", "in-process MCP", "stdio MCP", "HTTP MCP (stateless, _meta id)", "HTTP MCP (legacy, session id)")
+    return {k: _median_ms(v) for k, v in results.items() if k in keep}
+
+
 def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = True,
-              mcp: Callable[[int], dict[str, float]] | None = None) -> dict[str, Any]:
+              mcp: Callable[[int], dict[str, float]] | None = mcp_paths) -> dict[str, Any]:
     names = transports or list(ORDER)
     floor = bare_bash_ms(n)
     by_transport = anyio.run(per_transport, n, names)
@@ -105,7 +114,10 @@ def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = T
                        for k, v in by_transport.items()},
     }
     if mcp is not None:
-        doc["mcp"] = {k: {"ms": v, "ratio": round(v / floor, 2)} for k, v in mcp(n).items()}
+        paths = mcp(n)
+        direct = paths.get("execute()")
+        doc["mcp"] = {k: {"ms": v, "ratio": round(v / floor, 2),
+                          "vs_execute": round(v / direct, 2) if direct else None} for k, v in paths.items()}
     if replay:
         doc["full_replay"] = anyio.run(full_replay, names, os.cpu_count() or 2)
     doc["peak_memory_mib"] = peak_memory_mib()

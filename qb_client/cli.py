@@ -31,6 +31,23 @@ app.add_typer(transports_app, name="transports")
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 
+@app.callback()
+def global_options(
+    ssh_target: Optional[str] = typer.Option(None, "--ssh-target", metavar="USER@HOST:PORT",
+                                             help="Send the ssh transport to this sshd instead of the embedded server."),
+    ssh_key: Optional[Path] = typer.Option(None, "--ssh-key", help="Private key for --ssh-target."),
+) -> None:
+    """Options that apply to every command (given before it: quotebench --ssh-target ... exec ...)."""
+    if ssh_target is None and ssh_key is None:
+        return
+    from transports.ssh import configure
+
+    try:
+        configure(ssh_target, str(ssh_key) if ssh_key else None)
+    except ValueError as e:
+        fail(str(e))
+
+
 # ---------------------------------------------------------------- tasks
 
 
@@ -437,6 +454,45 @@ def demo_cmd(
     for e in errors:
         err.print(f"[red]error[/]: {e}")
     raise typer.Exit(1 if errors else 0)
+
+
+# ---------------------------------------------------------------- bench
+
+
+@app.command("bench")
+def bench_cmd(
+    n: int = typer.Option(30, "-n", min=5, help="Samples per measurement."),
+    transports: str = typer.Option(",".join(["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
+                                             "json-correct", "ssh"]), "--transports", help="Transports to time."),
+    replay: bool = typer.Option(True, "--replay/--no-replay", help="Also time the full replay of every reference solution."),
+    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also time the MCP call paths."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
+    from transports.registry import parse_list
+
+    from .bench import mcp_paths, run_bench
+
+    err.print("quotebench bench: measuring (a minute or two)...")
+    doc = run_bench(n, parse_list(transports), replay=replay, mcp=mcp_paths if mcp else None)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    floor = doc["bash_c_true_ms"]
+    t = Table("path", "median ms", "x bash -c true", title=f"bash -c true = {floor:.2f} ms (isolation: {doc['isolation']}, {doc['cores']} cores)")
+    for name, v in doc["transports"].items():
+        t.add_row(f"{name}: process run", f"{v['exec_ms']:.2f}", f"{v['exec_ratio']:.2f}")
+        t.add_row(f"{name}: whole record (sandbox, fixture, run, verdict)", f"{v['record_ms']:.2f}", f"{v['record_ratio']:.2f}")
+    for name, v in (doc.get("mcp") or {}).items():
+        t.add_row(f"MCP {name}" if "MCP" not in name else name, f"{v['ms']:.2f}", f"{v['ratio']:.2f}")
+    out.print(t)
+    if "full_replay" in doc:
+        r = doc["full_replay"]
+        out.print(f"full replay: {r['executions']} executions ({r['passed']} passed) in {r['seconds']:.1f} s "
+                  f"with {r['concurrency']} workers")
+    out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")
 
 
 # ---------------------------------------------------------------- entry point
