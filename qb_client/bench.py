@@ -12,11 +12,12 @@ import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
+from qb_server.bench import time_calls
 from tasks.load import get_task, suite
 from transports.execute import execute
 from transports.registry import ORDER, get
@@ -37,15 +38,6 @@ def bare_bash_ms(n: int) -> float:
     return _median_ms(samples)
 
 
-async def _timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        await fn()
-        samples.append((time.perf_counter() - t) * 1000)
-    return samples
-
-
 async def per_transport(n: int, transports: list[str]) -> dict[str, dict[str, float]]:
     """Per transport: the process run alone (``exec``) and the whole record path (``record``: sandbox with
     fixture, delivery, validation, cleanup)."""
@@ -59,7 +51,7 @@ async def per_transport(n: int, transports: list[str]) -> dict[str, dict[str, fl
             for _ in range(n):
                 d = await t.deliver("true", box)
                 run_only.append(d.execution.exec_ms if d.execution else 0.0)
-        full = await _timed(n, lambda: execute(task, name, "true"))
+        full = await time_calls(lambda: execute(task, name, "true"), n)
         out[name] = {"exec_ms": _median_ms(run_only), "record_ms": _median_ms(full)}
     return out
 

@@ -41,7 +41,7 @@ from .sessions import META_KEY, SessionKey
 TASK = "file-write/control"
 
 
-async def _time(fn: Callable[[], Awaitable[object]], n: int) -> list[float]:
+async def time_calls(fn: Callable[[], Awaitable[object]], n: int) -> list[float]:
     out = []
     for _ in range(n):
         t = time.perf_counter()
@@ -108,10 +108,10 @@ async def main(n: int, warmup: int, rounds: int) -> dict[str, list[float]]:
             }
             results: dict[str, list[float]] = {k: [] for k in paths}
             for fn in paths.values():
-                await _time(fn, warmup)
+                await time_calls(fn, warmup)
             for _ in range(rounds):
                 for k, fn in paths.items():
-                    results[k] += await _time(fn, max(1, n // rounds))
+                    results[k] += await time_calls(fn, max(1, n // rounds))
         await app.aclose()
         await bare.aclose()
     finally:

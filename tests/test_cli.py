@@ -97,3 +97,13 @@ def test_transports_list() -> None:
     rows = json.loads(qb("transports", "list", "--json").stdout)
     assert [r["name"] for r in rows] == ["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
                                          "json-correct", "ssh"]
+
+
+def test_bench_reports_ratios_to_bare_bash() -> None:
+    r = qb("bench", "-n", "5", "--no-replay", "--no-mcp", "--transports", "raw,nested", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["bash_c_true_ms"] > 0 and set(doc["transports"]) == {"raw", "nested"}
+    for v in doc["transports"].values():
+        assert v["exec_ratio"] == round(v["exec_ms"] / doc["bash_c_true_ms"], 2)
+    assert doc["peak_memory_mib"] > 0
