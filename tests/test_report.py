@@ -414,3 +414,19 @@ def test_html_with_missing_cells_still_renders():
 def test_write_html_to_a_bad_path_is_bad_input(tmp_path):
     with pytest.raises(ReportInputError, match="cannot write"):
         write_html(compute(tiny(), resamples=50), tmp_path / "missing-dir" / "r.html")
+
+
+def test_mcp_session_end_records_are_not_counted_as_errors(tmp_path) -> None:
+    import json as _json
+
+    from qb_client.report import compute, load_records
+
+    base = rec("file-write/control", True, contract="native")
+    end = {**base, "command": None, "error": "session-end: shutdown", "reply_id": "mcp-stdio-session-end"}
+    f = tmp_path / "calls.jsonl"
+    f.write_text(_json.dumps(base) + "\n" + _json.dumps(end) + "\n")
+    warnings: list[str] = []
+    records = load_records([f], warn=warnings.append)
+    assert len(records) == 1 and records[0]["error"] is None
+    assert any("session-end" in w for w in warnings)
+    assert compute(records)["configs"][0]["errors"] == 0

@@ -145,9 +145,12 @@ def load_records(paths: Iterable[str | os.PathLike[str]], warn: Warn | None = No
     kept: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
     params: dict[str, Any] = {}
     mixed: set[str] = set()
-    dropped = 0
+    dropped = session_ends = 0
     for p in paths:
         for rec in read_results(p, warn):
+            if str(rec.get("error") or "").startswith("session-end"):
+                session_ends += 1  # the MCP server's final-state line repeats its session's last call
+                continue
             label = config_label(rec["config"])
             if params.setdefault(label, rec["config"]["params"]) != rec["config"]["params"]:
                 mixed.add(label)
@@ -161,6 +164,8 @@ def load_records(paths: Iterable[str | os.PathLike[str]], warn: Warn | None = No
             kept[key] = rec
     for label in sorted(mixed):
         warn(f"{label}: records with different generation params share this label; they are reported as one config")
+    if session_ends:
+        warn(f"{session_ends} MCP session-end record(s) skipped (each repeats the verdict of its session's last call)")
     if dropped:
         warn(f"{dropped} duplicate execution(s) (same config, contract, transport, task and draw) were "
              "dropped; the last one read without a provider error is used")
