@@ -107,3 +107,35 @@ def test_bench_reports_ratios_to_bare_bash() -> None:
     for v in doc["transports"].values():
         assert v["exec_ratio"] == round(v["exec_ms"] / doc["bash_c_true_ms"], 2)
     assert doc["peak_memory_mib"] > 0
+
+
+def test_replay_records_unrepresentable_replies_as_transport_errors(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_bytes(b'{"task_id": "file-write/control", "command": "echo \xff > out.txt"}\n'
+                      b'{"task_id": "file-write/control", "command": "echo a\\u0000b"}\n'
+                      b'{"task_id": "file-write/control", "reply": "```bash\\necho hello world > out.txt\\n```"}\n')
+    out = tmp_path / "results.jsonl"
+    r = qb("replay", str(store), "--transports", "raw,nested", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    records = [json.loads(x) for x in out.read_bytes().decode("utf-8").splitlines()]
+    assert len(records) == 6
+    errors = [x for x in records if x["transport_error"]]
+    assert len(errors) == 4 and all(not x["verdict"]["passed"] and x["exit_code"] is None for x in errors)
+    assert {x["command"] for x in errors} == {"echo \udcff > out.txt", "echo a\x00b"}
+    good = [x for x in records if not x["transport_error"]]
+    assert [x["verdict"]["passed"] for x in sorted(good, key=lambda x: x["transport"])] == [True, True]
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"{not json}\n", "line 1: not valid JSON"),
+    (b'{"command": "true"}\n', "line 1: field 'task_id'"),
+    (b'{"task_id": "nope/x", "command": "true"}\n', "unknown task 'nope/x'"),
+    (b'{"task_id": "file-write/h1"}\n', "needs a 'command' or a 'reply'"),
+    (b"", "holds no replies"),
+])
+def test_bad_reply_stores_are_one_line_errors(tmp_path: Path, content: bytes, expect: str) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_bytes(content)
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(tmp_path / "out.jsonl"))
+    assert r.returncode == 2 and expect in r.stderr and str(store) in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

@@ -45,7 +45,11 @@ class JsonlWriter:
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
         data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
-        line = (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        try:
+            line = (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            # a lone surrogate (a reply that was not valid UTF-8) stays readable as a \udcXX escape
+            line = (json.dumps(data, ensure_ascii=True) + "\n").encode("ascii")
         with self._lock:
             self._fh.write(line)
             self._fh.flush()
