@@ -294,6 +294,31 @@ async def test_concurrent_deliveries_on_different_sandboxes_do_not_cross() -> No
             box.close()
 
 
+@pytest.mark.anyio
+async def test_concurrent_first_deliveries_wait_for_the_master() -> None:
+    """A cold start with many deliveries at once: none may run before the control socket exists (a client
+    that finds none falls back to a direct TCP connect, which the isolated local side cannot make)."""
+    ssh_mod.shutdown()
+    boxes = [Sandbox.create(limits=LIMITS) for _ in range(12)]
+    results: dict[int, Delivery] = {}
+
+    async def one(i: int) -> None:
+        await anyio.sleep(i * 0.015)  # staggered: some arrive while the master is still connecting
+        results[i] = await Ssh().deliver(f"echo {i}", boxes[i])
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(boxes)):
+                tg.start_soon(one, i)
+        for i in range(len(boxes)):
+            d = results[i]
+            assert d.execution is not None and d.execution.exit_code == 0, d.execution and d.execution.stderr.text
+            assert d.received == f"echo {i}" and d.execution.stdout.text == f"{i}\n"
+    finally:
+        for box in boxes:
+            box.close()
+
+
 async def _raw_ssh(box: Sandbox, token: str | None, args: tuple[str, ...] = ()) -> Execution:
     """Run the transport's OpenSSH wrapper in ``box`` by hand, with the token of our choosing (or none)."""
     ep = await endpoint(None, "openssh")

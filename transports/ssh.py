@@ -345,19 +345,23 @@ class Endpoint:
                     env[k] = os.environ[k]
         log = self.root / "master.log"
         with open(log, "wb") as err:
-            self.master = subprocess.Popen(
+            proc = subprocess.Popen(
                 [ssh, "-F", str(self.config_path), "-o", "ControlMaster=yes", "-N", HOST_ALIAS],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                 start_new_session=True, close_fds=True,
             )
         deadline = time.monotonic() + MASTER_START_TIMEOUT_S
         while not self.control_path.exists():
-            if self.master.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.master = proc
                 self.stop_master()
                 detail = log.read_text(errors="replace").strip().splitlines()
                 raise SshSetupError(f"the ssh master connection to {self.host}:{self.port} failed: "
                                     + (detail[-1] if detail else "timed out"))
             time.sleep(0.005)
+        # published only now: ready() runs without the lock, and a client that finds no control
+        # socket falls back to a direct TCP connect, which the isolated local side cannot make
+        self.master = proc
 
     def stop_master(self) -> None:
         m, self.master = self.master, None
