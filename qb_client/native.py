@@ -89,6 +89,9 @@ class NativeExecutor:
             record = (result.meta or {}).get(RECORD_META)
             if record is None:
                 raise NativeError(f"the shell tool returned no record: {_text(result)[:200]}")
+            if record.get("transport") != transport:
+                raise NativeError(f"the server at {self.server_url} runs transport '{record.get('transport')}', "
+                                  f"not '{transport}': start one server per transport")
             return Record.model_validate(record).model_dump(mode="json")
         finally:
             await client.call_tool("qb_end_session", {}, meta=meta)

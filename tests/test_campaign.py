@@ -172,3 +172,28 @@ def test_bad_run_input_is_one_line(args: list[str], expect: str) -> None:
     r = qb(*args)
     assert r.returncode == 2, r.stderr
     assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_native_contract_against_a_running_http_server(tmp_path: Path) -> None:
+    import re
+
+    server = subprocess.Popen([*QB, "serve", "--http", "127.0.0.1:0", "--control", "--transport", "nested"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = None
+        assert server.stderr is not None
+        for line in server.stderr:
+            if m := re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line):
+                url = m.group(1)
+                break
+        assert url, "the server did not print its address"
+        r = qb("run", "--model", "reference", "--contracts", "native", "--transports", "nested,raw",
+               "--tasks", "file-write/control,argv-pass/h2", "--server", url, "--out", str(tmp_path))
+        records = lines(tmp_path / "results.jsonl")
+        assert [x["transport"] for x in records] == ["nested", "nested"]
+        assert all(x["contract"] == "native" and x["config"]["provider"] == "reference" for x in records)
+        assert not any(x["verdict"]["passed"] for x in records)  # raw solutions damaged by the nested server
+        assert r.returncode == 1 and "runs transport 'nested', not 'raw'" in r.stderr
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(20)
