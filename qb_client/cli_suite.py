@@ -1,0 +1,172 @@
+"""Commands on the suite and single executions: tasks list/show/check, transports list, exec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import anyio
+import typer
+
+from tasks.load import get_task, select, suite
+
+from .cli_app import JSON_OPT, app, tasks_app, transports_app
+from .console import err, fail, out, print_json, record_table
+
+
+# ---------------------------------------------------------------- tasks
+
+
+@tasks_app.command("list")
+def tasks_list(as_json: bool = JSON_OPT) -> None:
+    """Every task: id, family, tier, instruction."""
+    ts = suite()
+    if as_json:
+        print_json([{"id": t.id, "family": t.family, "tier": t.tier, "instruction": t.instruction} for t in ts])
+        return
+    from rich.table import Table
+
+    table = Table("id", "operation", "payload", title=f"{len(ts)} tasks")
+    for t in ts:
+        table.add_row(t.id, t.operation, ", ".join(f"{k}={v!r}" for k, v in t.payload.items())[:90])
+    out.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JSON_OPT) -> None:
+    """One task whole: instruction, payload, fixture, checks, reference solutions."""
+    t = get_task(task_id)
+    doc = {
+        "id": t.id, "family": t.family, "tier": t.tier, "operation": t.operation, "instruction": t.instruction,
+        "payload": t.payload,
+        "fixture": [{"path": f.path, "mode": f"{f.mode:o}", "source": f.source, "bytes": len(f.text or "")}
+                    for f in t.fixture.files] + [{"dir": d} for d in t.fixture.dirs]
+                   + ([{"git": t.fixture.git.model_dump()}] if t.fixture.git else []),
+        "checks": [c.model_dump() for c in t.checks],
+        "solution": t.solution, "solution_disclosed": t.solution_disclosed,
+    }
+    if as_json:
+        print_json(doc)
+        return
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
+    out.print(Panel(t.instruction, title=f"{t.id}: {t.operation}"))
+    out.print("[bold]payload[/]", t.payload)
+    out.print("[bold]fixture[/]", doc["fixture"])
+    out.print("[bold]checks[/]")
+    for c in doc["checks"]:
+        out.print("  ", c)
+    out.print("[bold]solution[/] (bash -c R)")
+    out.print(Syntax(t.solution, "bash", word_wrap=True))
+    out.print('[bold]solution_disclosed[/] (bash -c "R")')
+    out.print(Syntax(t.solution_disclosed, "bash", word_wrap=True))
+
+
+@tasks_app.command("check")
+def tasks_check(as_json: bool = JSON_OPT,
+                tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated.")) -> None:
+    """Every task's reference solutions on their paths, and every near-miss state rejected."""
+    from .checking import check_suite
+
+    chosen = select(tasks)
+    if as_json:
+        results = anyio.run(check_suite, chosen)
+    else:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as progress:
+            bar = progress.add_task("checking tasks", total=len(chosen))
+            results = anyio.run(lambda: check_suite(chosen, on_done=lambda _: progress.advance(bar)))
+    good = sum(r.ok for r in results)
+    nm = sum(r.near_misses for r in results)
+    nm_ok = sum(r.near_misses_rejected for r in results)
+    if as_json:
+        print_json({"tasks": len(results), "ok": good, "near_misses": nm, "near_misses_rejected": nm_ok,
+                    "results": [r.as_json() for r in results]})
+    else:
+        from rich.table import Table
+
+        table = Table("task", "solution/raw", "disclosed/nested", "fixture fails", "near misses rejected")
+        mark = lambda b: "[green]yes[/]" if b else "[red]NO[/]"  # noqa: E731
+        for r in results:
+            table.add_row(r.task_id, mark(r.solution), mark(r.solution_disclosed), mark(r.fixture_rejected),
+                          f"{r.near_misses_rejected}/{r.near_misses}" if r.near_misses else "-")
+        out.print(table)
+        for r in results:
+            for p in r.problems:
+                out.print(f"[red]{r.task_id}[/]: {p}")
+        out.print(f"{good}/{len(results)} tasks hold; {nm_ok}/{nm} near misses rejected")
+    raise typer.Exit(0 if good == len(results) else 1)
+
+
+# ---------------------------------------------------------------- transports
+
+
+@transports_app.command("list")
+def transports_list(as_json: bool = JSON_OPT) -> None:
+    """Each transport, with the boundary it adds."""
+    from transports.registry import ORDER, get
+
+    rows = []
+    for name in ORDER:
+        try:
+            boundary = get(name).boundary or "none: the direct path"
+        except Exception as e:  # e.g. ssh without asyncssh: still list it
+            boundary = f"(unavailable: {e})"
+        rows.append({"name": name, "boundary": boundary})
+    if as_json:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("transport", "boundary it adds")
+    for r in rows:
+        table.add_row(r["name"], r["boundary"])
+    out.print(table)
+    out.print("Compose with +, outermost first: json-naive+ssh decodes naive JSON, then sends over ssh.")
+
+
+# ---------------------------------------------------------------- exec
+
+
+def read_command_file(path: Path) -> str:
+    """The file verbatim (no stripping); invalid UTF-8 or a NUL byte is bad input."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        fail(f"{path}: cannot read: {e.strerror or e}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        fail(f"{path}: contains a NUL byte at offset {nul}; no shell argument can carry it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(f"{path}: not valid UTF-8 (byte {e.start}: {data[e.start:e.start + 1]!r})")
+
+
+@app.command("exec")
+def exec_cmd(
+    task: str = typer.Option(..., "--task", help="Task id, e.g. file-write/control."),
+    transport: str = typer.Option(..., "--transport", help="Transport name (see `transports list`)."),
+    command: Optional[str] = typer.Option(None, "--command", help="The command R."),
+    command_file: Optional[Path] = typer.Option(None, "--command-file", help="Read R from this file, verbatim."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """One command through one transport in a fresh sandbox of that task; prints one record."""
+    from transports.execute import execute
+    from transports.registry import validate_name
+
+    if (command is None) == (command_file is None):
+        fail("give exactly one of --command, --command-file")
+    if command_file is not None:
+        command = read_command_file(command_file)
+    t = get_task(task)
+    validate_name(transport)
+    record = anyio.run(lambda: execute(t, transport, command))
+    doc = record.model_dump(mode="json")
+    if as_json:
+        print_json(doc)
+    else:
+        out.print(record_table(doc))
+    raise typer.Exit(0 if record.verdict.passed else 1)

@@ -1,0 +1,91 @@
+"""Commands around the runs: serve (the MCP server), report, bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli_app import JSON_OPT, app
+from .console import err, fail, out, print_json
+
+
+# ---------------------------------------------------------------- serve
+
+
+@app.command("serve")
+def serve_cmd(
+    transport: str = typer.Option("raw", "--transport", help="Transport every call goes through."),
+    task: str = typer.Option("file-write/control", "--task", help="The task whose fixture each session gets."),
+    http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
+    tool_name: str = typer.Option("bash", "--tool-name", help="Name of the shell tool."),
+    control: bool = typer.Option(False, "--control", help="Add the qb_ control tools (for harnesses)."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Append one JSON record per call and per session end."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --http address (needs --token)."),
+    token: Optional[str] = typer.Option(None, "--token", envvar="QB_SERVE_TOKEN", help="Require Authorization: Bearer TOKEN."),
+    idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
+) -> None:
+    """The MCP tool server: one shell tool, `bash`, whose calls go through the transport into a sandbox."""
+    from qb_server.app import serve
+
+    try:
+        serve(transport=transport, task=task, http=http, tool_name=tool_name, control=control,
+              record=str(record) if record else None, allow_remote=allow_remote, token=token or None,
+              idle_timeout=idle_timeout)
+    except ValueError as e:
+        fail(str(e))
+
+
+# ---------------------------------------------------------------- report
+
+
+@app.command("report")
+def report_cmd(
+    results: list[Path] = typer.Argument(..., metavar="RESULTS.jsonl...", help="One or more results files."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write one self-contained HTML page."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The decomposition (damage, compensation, matched gap) and every statistic of SPEC.md."""
+    from .report import report_command
+
+    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json))
+
+
+# ---------------------------------------------------------------- bench
+
+
+@app.command("bench")
+def bench_cmd(
+    n: int = typer.Option(30, "-n", min=5, help="Samples per measurement."),
+    transports: str = typer.Option(",".join(["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
+                                             "json-correct", "ssh"]), "--transports", help="Transports to time."),
+    replay: bool = typer.Option(True, "--replay/--no-replay", help="Also time the full replay of every reference solution."),
+    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also time the MCP call paths."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
+    from transports.registry import parse_list
+
+    from .bench import mcp_paths, run_bench
+
+    err.print("quotebench bench: measuring (a minute or two)...")
+    doc = run_bench(n, parse_list(transports), replay=replay, mcp=mcp_paths if mcp else None)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    floor = doc["bash_c_true_ms"]
+    t = Table("path", "median ms", "x bash -c true", title=f"bash -c true = {floor:.2f} ms (isolation: {doc['isolation']}, {doc['cores']} cores)")
+    for name, v in doc["transports"].items():
+        t.add_row(f"{name}: process run", f"{v['exec_ms']:.2f}", f"{v['exec_ratio']:.2f}")
+        t.add_row(f"{name}: whole record (sandbox, fixture, run, verdict)", f"{v['record_ms']:.2f}", f"{v['record_ratio']:.2f}")
+    for name, v in (doc.get("mcp") or {}).items():
+        t.add_row(f"MCP {name}" if "MCP" not in name else name, f"{v['ms']:.2f}", f"{v['ratio']:.2f}")
+    out.print(t)
+    if "full_replay" in doc:
+        r = doc["full_replay"]
+        out.print(f"full replay: {r['executions']} executions ({r['passed']} passed) in {r['seconds']:.1f} s "
+                  f"with {r['concurrency']} workers")
+    out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")
