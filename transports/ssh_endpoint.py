@@ -1,0 +1,403 @@
+"""What the ``ssh`` transport connects through: the embedded server or a real sshd, the generated
+OpenSSH config and wrappers, and the master connection (see :mod:`transports.ssh` for the path).
+
+Lifetime
+    Endpoints (server thread, master, temp dir) are made lazily on first use,
+    reused by every delivery from any event loop or thread, remade after a
+    fork or if the master or server died, and torn down at interpreter exit
+    (master terminated, server stopped, temp dir removed).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from .sandbox import SYSTEM_PATH, Sandbox
+from .ssh_server import TOKEN_ENV, EmbeddedServer
+
+HOST_ALIAS = "qb-remote"
+"""The ``<target>`` word of the outer text; the generated config maps every host to the endpoint."""
+
+ARGV_ENV = "QB_SSH_ARGV"
+CLIENT_ENV = "QB_SSH_CLIENT"
+ClientKind = Literal["openssh", "asyncssh"]
+
+GRACE_S = 1.0
+"""Extra wall clock for the local side, so the remote run's own timeout fires first."""
+
+MASTER_START_TIMEOUT_S = 15.0
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_SYSTEM_TOPS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+
+
+class SshSetupError(RuntimeError):
+    """The ssh path itself could not be set up (no client, master failed to connect, bad target)."""
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A configured real sshd: ``user@host:port`` and an optional private key."""
+
+    user: str | None
+    host: str
+    port: int
+    key: str | None
+
+
+def parse_target(target: str, key: str | None = None) -> Remote:
+    """``[user@]host[:port]`` (``[v6addr]:port`` for IPv6) -> :class:`Remote`; ValueError with one line otherwise."""
+    user, _, hostport = target.rpartition("@")
+    port = 22
+    if hostport.startswith("["):
+        host, sep, rest = hostport[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"--ssh-target '{target}': expected user@host:port")
+        if rest:
+            port_text = rest[1:]
+        else:
+            port_text = ""
+    else:
+        host, _, port_text = hostport.partition(":")
+    if port_text:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"--ssh-target '{target}': bad port '{port_text}'")
+        port = int(port_text)
+    if not host or any(c.isspace() for c in target):
+        raise ValueError(f"--ssh-target '{target}': expected user@host:port")
+    if key is not None:
+        if not Path(key).is_file():
+            raise ValueError(f"--ssh-key '{key}': no such file")
+        key = str(Path(key).resolve())
+    return Remote(user=user or None, host=host, port=port, key=key)
+
+
+_configured: Remote | None = None
+
+
+def configured() -> Remote | None:
+    """The real sshd :func:`configure` set, or None for the embedded server."""
+    return _configured
+
+
+def configure(target: str | None, key: str | None) -> None:
+    """Use a real sshd for every ``Ssh()`` built afterwards (the CLI's ``--ssh-target/--ssh-key``).
+
+    ``target`` None restores the embedded server. Raises ValueError (one line)
+    for a malformed target or a missing key file, or a key without a target.
+    """
+    global _configured
+    if target is None:
+        if key is not None:
+            raise ValueError("--ssh-key needs --ssh-target")
+        _configured = None
+        return
+    _configured = parse_target(target, key)
+
+
+# -- endpoints: private dir, configs, wrappers, server, master -------------------------
+
+
+def _openssh() -> str | None:
+    """The OpenSSH client, looked up where the sandbox can see it (system directories)."""
+    return shutil.which("ssh", path=SYSTEM_PATH)
+
+
+def _python_dirs() -> tuple[Path, ...]:
+    """Directories the fallback client's Python needs that bwrap does not already bind.
+
+    Only the interpreter's prefixes, the directories holding asyncssh and its
+    dependencies, and the project: not ``sys.path`` wholesale, which may name a
+    home directory.
+    """
+    found: set[Path] = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+                        Path(sys.exec_prefix).resolve(), Path(sys.executable).resolve().parent, _PROJECT_ROOT}
+    for name in ("asyncssh", "cryptography", "cffi", "_cffi_backend", "typing_extensions"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+            continue
+        origin = Path(spec.origin).resolve()
+        found.add(origin.parent.parent if spec.submodule_search_locations else origin.parent)
+    kept = [p for p in found if not any(str(p) == t or str(p).startswith(t + "/") for t in _SYSTEM_TOPS)]
+    kept.sort(key=lambda p: len(p.parts))
+    result: list[Path] = []
+    for p in kept:
+        if not any(p == q or q in p.parents for q in result):
+            result.append(p)
+    return tuple(result)
+
+
+WRAPPER = """#!/bin/sh
+# quotebench ssh transport: see transports/ssh.py
+if [ -n "${{{argv_env}:-}}" ]; then
+  f=${argv_env}
+  unset {argv_env}
+  [ -e "$f" ] || printf '%s\\0' "$@" > "$f"
+fi
+{exec_line}
+"""
+
+ENTER = """PATH={bin}:{path}
+unset BASH_ENV
+"""
+
+
+class Endpoint:
+    """Everything one target needs in this process; see the module docstring, "Lifetime"."""
+
+    def __init__(self, remote: Remote | None) -> None:
+        self.remote = remote
+        self.pid = os.getpid()
+        self.root = Path(tempfile.mkdtemp(prefix="qb-ssh-")).resolve()  # mode 0700
+        self.client_dir = self.root / "c"  # the only part bound into sandboxes
+        self.client_dir.mkdir()
+        self.control_path = self.client_dir / "ctl"
+        self.config_path = self.client_dir / "config"
+        self.server: EmbeddedServer | None = None
+        self.master: subprocess.Popen[bytes] | None = None
+        self.key_path: Path | None = None
+        self.enter: dict[ClientKind, Path] = {}
+        self._fallback_binds: tuple[Path, ...] = ()
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- building ------------------------------------------------------------
+
+    def _build(self) -> None:
+        import asyncssh
+
+        host_key_line: str | None = None
+        if self.remote is None:
+            host_key = asyncssh.generate_private_key("ssh-ed25519")
+            client_key = asyncssh.generate_private_key("ssh-ed25519")
+            host_key.write_private_key(str(self.root / "host_ed25519"))
+            self.key_path = self.root / "id_ed25519"
+            client_key.write_private_key(str(self.key_path))
+            client_pub = client_key.export_public_key().decode()
+            (self.root / "id_ed25519.pub").write_text(client_pub)
+            for p in (self.root / "host_ed25519", self.key_path):
+                p.chmod(0o600)
+            self.server = EmbeddedServer(host_key, client_pub, unix_path=self.client_dir / "server.sock")
+            port = self.server.start()
+            host, user = "127.0.0.1", "qb"
+            host_key_line = host_key.export_public_key().decode().strip()
+            (self.client_dir / "known_hosts").write_text(f"[{host}]:{port} {host_key_line}\n")
+        else:
+            host, port, user = self.remote.host, self.remote.port, self.remote.user
+            self.key_path = Path(self.remote.key) if self.remote.key else None
+            (self.client_dir / "known_hosts").write_text("")
+        self.host, self.port, self.user = host, port, user
+        self.config_path.write_text(self._openssh_config())
+        (self.client_dir / "fallback.json").write_text(json.dumps({
+            "host": host, "port": port, "user": user or os.environ.get("USER") or "root",
+            "key": str(self.key_path) if self.key_path else None, "host_key": host_key_line,
+            "unix": str(self.client_dir / "server.sock") if self.server else None,
+            "send_env": [TOKEN_ENV] if self.server else [],
+        }))
+        ssh = _openssh()
+        python_line = (f"PYTHONPATH={shlex.quote(str(_PROJECT_ROOT))}; export PYTHONPATH\n"
+                       f"PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE\n"
+                       f"exec {shlex.quote(sys.executable)} -m transports.ssh_client "
+                       f"--qb-config {shlex.quote(str(self.client_dir / 'fallback.json'))} \"$@\"")
+        lines: dict[ClientKind, str | None] = {
+            "openssh": f'exec {shlex.quote(ssh)} -F {shlex.quote(str(self.config_path))} "$@"' if ssh else None,
+            "asyncssh": python_line,
+        }
+        for kind, exec_line in lines.items():
+            if exec_line is None:
+                continue
+            bindir = self.client_dir / f"bin-{kind}"
+            bindir.mkdir()
+            (bindir / "ssh").write_text(WRAPPER.format(argv_env=ARGV_ENV, exec_line=exec_line))
+            (bindir / "ssh").chmod(0o755)
+            self.enter[kind] = self.client_dir / f"enter-{kind}"
+            self.enter[kind].write_text(ENTER.format(bin=shlex.quote(str(bindir)), path=SYSTEM_PATH))
+        self._fallback_binds = _python_dirs() + ((self.key_path,) if self.key_path else ())
+
+    def _openssh_config(self) -> str:
+        embedded = self.server is not None
+        lines = [
+            "# generated by quotebench (transports/ssh.py); used with -F, nothing else is read",
+            "Host *",
+            f"  HostName {self.host}",
+            f"  Port {self.port}",
+            *([f"  User {self.user}"] if self.user else []),
+            *([f'  IdentityFile "{self.key_path}"', "  IdentitiesOnly yes"] if self.key_path else []),
+            f'  UserKnownHostsFile "{self.client_dir / "known_hosts"}"',
+            "  GlobalKnownHostsFile /dev/null",
+            f"  StrictHostKeyChecking {'yes' if embedded else 'accept-new'}",
+            "  CheckHostIP no",
+            "  HashKnownHosts no",
+            "  UpdateHostKeys no",
+            "  BatchMode yes",
+            "  PasswordAuthentication no",
+            "  KbdInteractiveAuthentication no",
+            "  GSSAPIAuthentication no",
+            "  HostbasedAuthentication no",
+            "  PreferredAuthentications publickey",
+            *(["  KexAlgorithms curve25519-sha256"] if embedded else []),
+            "  ControlMaster no",
+            f'  ControlPath "{self.control_path}"',
+            "  ControlPersist no",
+            *([f"  SendEnv {TOKEN_ENV}"] if embedded else []),
+            "  RequestTTY no",
+            "  ForwardAgent no",
+            "  ForwardX11 no",
+            "  ClearAllForwardings yes",
+            "  ConnectTimeout 10",
+            "  LogLevel ERROR",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def start_master(self) -> None:
+        """Connect the OpenSSH master once, outside every sandbox, and wait for its control socket."""
+        ssh = _openssh()
+        if ssh is None:
+            raise SshSetupError("the OpenSSH client (ssh) is not installed")
+        self.stop_master()
+        self.control_path.unlink(missing_ok=True)
+        env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+        if self.remote is None:
+            env["HOME"] = str(self.root)
+        else:  # a real sshd may need the user's default keys or agent
+            for k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK"):
+                if k in os.environ:
+                    env[k] = os.environ[k]
+        log = self.root / "master.log"
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(
+                [ssh, "-F", str(self.config_path), "-o", "ControlMaster=yes", "-N", HOST_ALIAS],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                start_new_session=True, close_fds=True,
+            )
+        deadline = time.monotonic() + MASTER_START_TIMEOUT_S
+        while not self.control_path.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.master = proc
+                self.stop_master()
+                detail = log.read_text(errors="replace").strip().splitlines()
+                raise SshSetupError(f"the ssh master connection to {self.host}:{self.port} failed: "
+                                    + (detail[-1] if detail else "timed out"))
+            time.sleep(0.005)
+        # published only now: ready() runs without the lock, and a client that finds no control
+        # socket falls back to a direct TCP connect, which the isolated local side cannot make
+        self.master = proc
+
+    def stop_master(self) -> None:
+        m, self.master = self.master, None
+        if m is not None and m.poll() is None:
+            m.terminate()
+            try:
+                m.wait(3)
+            except subprocess.TimeoutExpired:
+                m.kill()
+                m.wait()
+
+    # -- state ---------------------------------------------------------------
+
+    def ready(self, kind: ClientKind) -> bool:
+        """Cheap check for the hot path: same process, server alive, master alive when OpenSSH is used."""
+        if self.pid != os.getpid() or kind not in self.enter:
+            return False
+        if self.server is not None and not self.server.alive():
+            return False
+        return kind != "openssh" or (self.master is not None and self.master.poll() is None)
+
+    def binds(self, kind: ClientKind, sandbox: Sandbox) -> tuple[Path, ...]:
+        """What the local side must see: the client directory (+ Python and the key for the fallback)."""
+        if kind == "openssh":
+            return (self.client_dir,)
+        root = sandbox.root
+        # a bind that covers the sandbox root (or lies in it) would hide or shadow the sandbox itself
+        return (self.client_dir,) + tuple(
+            p for p in self._fallback_binds if not (p == root or p in root.parents or root in p.parents))
+
+    def network(self, kind: ClientKind) -> bool:
+        """Only the fallback client talking to a real sshd needs the network; everything else uses Unix sockets."""
+        return kind == "asyncssh" and self.server is None
+
+    def close(self) -> None:
+        """Terminate the master, stop the server, remove the temp dir (only in the process that made them)."""
+        if self.pid != os.getpid():
+            return
+        self.stop_master()
+        if self.server is not None:
+            self.server.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_endpoints: dict[Remote | None, Endpoint] = {}
+_lock = threading.Lock()
+_atexit_registered = False
+
+
+def _close_all() -> None:
+    with _lock:
+        eps = list(_endpoints.values())
+        _endpoints.clear()
+    for ep in eps:
+        ep.close()
+
+
+def _endpoint_sync(remote: Remote | None, kind: ClientKind) -> Endpoint:
+    global _atexit_registered
+    with _lock:
+        if not _atexit_registered:
+            atexit.register(_close_all)
+            _atexit_registered = True
+        ep = _endpoints.get(remote)
+        if ep is not None and ep.ready(kind):
+            return ep
+        if ep is not None and (ep.pid != os.getpid() or (ep.server is not None and not ep.server.alive())):
+            ep.close()  # a no-op in a forked child: the parent's master and files are not ours
+            ep = None
+        if ep is None:
+            ep = Endpoint(remote)
+            _endpoints[remote] = ep
+        if kind not in ep.enter:
+            raise SshSetupError("the OpenSSH client (ssh) is not installed in " + SYSTEM_PATH)
+        if kind == "openssh" and (ep.master is None or ep.master.poll() is not None):
+            ep.start_master()
+        return ep
+
+
+async def endpoint(remote: Remote | None, kind: ClientKind) -> Endpoint:
+    """The ready endpoint for ``remote`` (None: the embedded server); built in a worker thread if needed."""
+    ep = _endpoints.get(remote)
+    if ep is not None and ep.ready(kind):
+        return ep
+    return await anyio.to_thread.run_sync(_endpoint_sync, remote, kind)
+
+
+def shutdown() -> None:
+    """Tear every endpoint down now (tests; the process does it at exit anyway)."""
+    _close_all()
+
+
+def close_endpoint(remote: Remote | None) -> None:
+    """Tear one endpoint down now (its master, server and files); the next delivery makes a new one."""
+    with _lock:
+        ep = _endpoints.pop(remote, None)
+    if ep is not None:
+        ep.close()
