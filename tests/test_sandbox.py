@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from transports import pids
 from transports.sandbox import Limits, Sandbox, isolation_available
 
 needs_bwrap = pytest.mark.skipif(isolation_available() != "bwrap", reason="bubblewrap not installed")
@@ -148,3 +149,31 @@ def test_close_removes_everything() -> None:
     assert root.exists()
     box.close()
     assert not root.exists()
+
+
+@pytest.mark.skipif(pids.available() is None, reason="no writable pids cgroup here")
+def test_process_count_is_limited_even_for_root() -> None:
+    async def go():
+        with Sandbox.create(None, Limits(timeout_s=2, processes=32)) as box:
+            ex = await box.run(["bash", "-c", "for i in $(seq 100); do sleep 100734 & done; wait"])
+            return ex, int((box.cgroup / "pids.peak").read_text()), (box.cgroup / "pids.events").read_text()
+    ex, peak, events = anyio.run(go)
+    assert peak <= 32
+    assert int(events.split()[-1]) > 0  # forks were refused at the limit (bash keeps retrying them)
+    time.sleep(0.2)
+    assert leftovers("sleep 100734") == []
+
+
+@pytest.mark.skipif(pids.available() is None, reason="no writable pids cgroup here")
+def test_a_fork_bomb_ends_and_the_cgroup_goes_away() -> None:
+    async def go():
+        box = Sandbox.create(None, Limits(timeout_s=2, processes=64))
+        group = box.cgroup
+        ex = await box.run(["bash", "-c", "b() { b | b & }; b; sleep 100735"])
+        box.close()
+        return ex, group
+    start = time.monotonic()
+    ex, group = anyio.run(go)
+    assert time.monotonic() - start < 6
+    assert group is not None and not group.exists()
+    assert leftovers("sleep 100735") == []

@@ -16,8 +16,12 @@ Limits (``Limits``)
     * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
       marked ``truncated`` beyond it; reading stops (the writer gets SIGPIPE) after
       ``drain_cap`` bytes so a ``yes`` cannot spin until the timeout;
-    * file size: RLIMIT_FSIZE (``file_size``) through ``prlimit``, never through
-      ``preexec_fn``, which would force a fork of a possibly large parent;
+    * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit``
+      prefix (one ``/bin/sh`` exec), never through ``preexec_fn``, which would
+      force a fork of a possibly large parent;
+    * processes: at most ``processes`` at once, through a pids cgroup per sandbox
+      where one can be made (:mod:`transports.pids`; RLIMIT_NPROC does nothing
+      for root);
     * stdin is closed (``/dev/null``).
 
 Isolation
@@ -58,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -68,8 +72,12 @@ from anyio.abc import ByteReceiveStream
 from tasks.fixture import materialize
 from tasks.schema import Task
 
+from . import pids
+
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
+# $0 names the sandbox's pids cgroup (empty: none); 125 = the limits could not be applied, nothing ran
+LIMITS_SCRIPT = '[ -z "$0" ] || echo $$ > "$0/cgroup.procs" || exit 125; ulimit -f {blocks} && ulimit -n {files} && exec "$@"'
 Isolation = Literal["bwrap", "none"]
 
 
@@ -84,6 +92,7 @@ class Limits:
     drain_cap: int = 8 * 1024 * 1024
     file_size: int = 64 * 1024 * 1024
     open_files: int = 1024
+    processes: int = 256
 
 
 @dataclass
@@ -149,6 +158,7 @@ class Sandbox:
         self.limits = limits
         self.isolation: Isolation = isolation
         self._counter = 0
+        self.cgroup: Path | None = None
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -162,6 +172,7 @@ class Sandbox:
             box = cls(root, limits or Limits(), iso)
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
+            box.cgroup = pids.new_group(box.limits.processes)
             if task is not None:
                 materialize(task.fixture, box.workdir)
         except OSError as e:
@@ -172,6 +183,7 @@ class Sandbox:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        pids.remove_group(self.cgroup)
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -219,12 +231,9 @@ class Sandbox:
                  cwd: Path | None = None) -> list[str]:
         """The full argv: limits, then isolation, then the command."""
         lim = self.limits
-        prefix: list[str] = []
-        prlimit = shutil.which("prlimit")
-        if prlimit:
-            prefix = [prlimit, f"--fsize={lim.file_size}", f"--nofile={lim.open_files}", "--"]
-        else:  # a ulimit prefix is the other fork-free way to set limits
-            prefix = ["/bin/bash", "-c", f'ulimit -f {lim.file_size // 512} -n {lim.open_files}; exec "$@"', "qb-limits"]
+        # POSIX sh counts -f in 512-byte blocks; joining the cgroup first makes every later fork count
+        prefix = ["/bin/sh", "-c", LIMITS_SCRIPT.format(blocks=max(1, lim.file_size // 512), files=lim.open_files),
+                  str(self.cgroup or "")]
         if self.isolation == "none":
             return prefix + argv
         bw = _bwrap() or "bwrap"

@@ -1,0 +1,92 @@
+"""A process-count limit for sandboxed runs: one pids cgroup per sandbox.
+
+RLIMIT_NPROC does nothing for uid 0, and campaigns often run as root (CI,
+containers), so a fork bomb in a reply would otherwise have until the wall
+clock to exhaust the host's process table. Where the cgroup-v1 ``pids``
+hierarchy is writable, every sandbox gets its own group with ``pids.max`` and
+the limit wrapper moves the run into it before exec'ing the command (so the
+very first fork already counts). Where none is writable (not root, or cgroup v2
+without delegation) there is no process-count limit: the wall clock and the
+process-group kill still end a runaway, and ``available()`` says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import time
+from pathlib import Path
+
+V1_ROOT = Path("/sys/fs/cgroup/pids")
+
+_parent: Path | None = None
+_checked = False
+_counter = itertools.count()
+
+
+def available() -> Path | None:
+    """This process's parent group (made on first use), or None where no pids cgroup can be made."""
+    global _parent, _checked
+    if _checked and (_parent is None or _parent.is_dir()):
+        return _parent
+    _checked, _parent = True, None
+    if os.environ.get("QB_NO_PIDS_CGROUP") or not os.access(V1_ROOT / "cgroup.procs", os.W_OK):
+        return None
+    _sweep_stale()
+    parent = V1_ROOT / f"quotebench-{os.getpid()}"
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    atexit.register(_remove_tree, parent)
+    _parent = parent
+    return parent
+
+
+def new_group(max_pids: int) -> Path | None:
+    """A fresh group allowing ``max_pids`` processes, or None (no limit available)."""
+    parent = available()
+    if parent is None:
+        return None
+    group = parent / f"sandbox-{next(_counter)}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(max_pids))
+    except OSError:
+        remove_group(group)
+        return None
+    return group
+
+
+def remove_group(group: Path | None) -> None:
+    """Remove an (emptied) group; its processes have been killed, but the kernel may take a moment."""
+    if group is None:
+        return
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.002)
+
+
+def _sweep_stale() -> None:
+    """Groups left by processes that were killed before their atexit ran (their pid is gone)."""
+    for old in V1_ROOT.glob("quotebench-*"):
+        try:
+            os.kill(int(old.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            _remove_tree(old)
+        except (ValueError, PermissionError):
+            pass
+
+
+def _remove_tree(parent: Path) -> None:
+    if parent.is_dir():
+        for child in parent.iterdir():
+            if child.is_dir():
+                remove_group(child)
+        remove_group(parent)
