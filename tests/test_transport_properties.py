@@ -146,3 +146,17 @@ def test_composed_transport_names() -> None:
     record = anyio.run(lambda: execute(get_task("file-write/control"), "json-correct+nested", "echo hello world > out.txt"))
     assert record.transport == "json-correct+nested"
     assert record.verdict.passed
+
+
+@pytest.mark.parametrize("command, received", [
+    # the outer shell runs R's $(bash ...) first; the boundary is still the inner bash -c that follows
+    ("echo \"$(bash -c 'echo sub')\" > out.txt", "echo sub > out.txt"),
+    # the paste split the outer text into several commands: the first inner bash is the boundary
+    ('echo "; echo "two', "echo "),
+    # a bash the inner shell starts itself is not the boundary
+    ("bash -c 'echo inner'", "bash -c 'echo inner'"),
+])
+def test_received_is_the_boundary_shell(command: str, received: str) -> None:
+    record = anyio.run(lambda: execute(get_task("file-write/control"), "nested", command, limits=LIMITS))
+    assert record.received == received
+    assert "QB_" not in record.stdout.text

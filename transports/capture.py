@@ -4,11 +4,19 @@ The outer program is run exactly as the transport defines it (argv
 ``["bash", "-c", OUTER]``); to learn what the *inner* shell received, the outer
 shell's PATH is made to start with a capture shim named ``bash``. That happens
 through ``BASH_ENV``, which a non-interactive bash sources before its program,
-so the outer shell itself is started normally and costs no extra process. The shim writes its argument vector (NUL-separated) to the file named
-by ``$QB_RECEIVED``, removes both the variable and itself from the environment,
-and execs the real bash, so the inner shell and everything it starts see the
-ordinary sandbox environment. Only the first call records: a ``bash`` started
-later by the command itself is not the boundary being measured.
+so the outer shell itself is started normally and costs no extra process.
+
+The shim writes its argument vector (NUL-separated) to the file named by
+``$QB_RECEIVED``, removes its variables and itself from the environment, and
+execs the real bash, so the inner shell and everything it starts see the
+ordinary sandbox environment. Which call is the boundary: the outer text is one
+simple command, which bash execs in place, so the inner shell has the outer
+shell's pid (``QB_OUTER_PID``, exported by the ``BASH_ENV`` file) and always
+records. A ``bash`` forked by the outer shell records only if nothing has yet:
+that covers an outer text that the paste split into several commands, while a
+``$(bash ...)`` that R smuggled into the outer expansion, which runs first, is
+overwritten by the real boundary. A ``bash`` started later by the inner shell
+finds the variables gone and records nothing.
 """
 
 from __future__ import annotations
@@ -24,15 +32,19 @@ from .sandbox import SYSTEM_PATH, Sandbox
 
 SHIM = f"""#!/bin/bash
 if [ -n "${{QB_RECEIVED:-}}" ]; then
-  f=$QB_RECEIVED
-  unset QB_RECEIVED
-  [ -e "$f" ] || printf '%s\\0' "$@" > "$f"
+  if [ "$$" = "${{QB_OUTER_PID:-}}" ]; then
+    printf '%s\\0' "$@" > "$QB_RECEIVED"
+  elif [ "$PPID" = "${{QB_OUTER_PID:-}}" ] && [ ! -e "$QB_RECEIVED" ]; then
+    printf '%s\\0' "$@" > "$QB_RECEIVED"
+  fi
 fi
+unset QB_RECEIVED QB_OUTER_PID
 export PATH={SYSTEM_PATH}
 exec -a bash /bin/bash "$@"
 """
 
 ENTER = """PATH=${{BASH_ENV%/*}}:{path}
+export QB_OUTER_PID=$$
 unset BASH_ENV
 """
 
