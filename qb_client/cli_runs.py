@@ -112,7 +112,7 @@ def run_cmd(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another endpoint for the provider."),
     contracts: str = typer.Option("raw,native,disclosed", "--contracts", help="Comma-separated: raw, native, disclosed, disclosed-single."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
-    effort: str = typer.Option("unset", "--effort", help="Effort label sent to the provider; 'unset' sends none."),
+    effort: str = typer.Option("unset", "--effort", help="Effort label sent to the provider ('unset' sends none); a comma-separated ladder runs one config per rung."),
     draws: int = typer.Option(1, "--draws", min=1, help="Replies per (task, contract)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated."),
     params: Optional[str] = typer.Option(None, "--params", help="Extra generation parameters as a JSON object."),
@@ -139,9 +139,10 @@ def run_cmd(
     contract_list = [check_contract(c.strip()) for c in contracts.split(",") if c.strip()]
     if not contract_list:
         fail("--contracts: no contract given")
+    efforts = [e.strip() for e in effort.split(",")]
     try:
-        provider = make_provider(model, base_url, effort, parse_params(params), retry=RetryPolicy(tries=max_tries),
-                                 timeout_s=timeout)
+        providers = [make_provider(model, base_url, e, parse_params(params), retry=RetryPolicy(tries=max_tries),
+                                   timeout_s=timeout) for e in efforts]
     except ValueError as e:
         fail(str(e))
     plan = Plan(tasks=select(tasks), contracts=contract_list, transports=names, draws=draws,
@@ -149,32 +150,40 @@ def run_cmd(
                 server_url=server)
     progress, gen_bar = progress_bar(0, "generate")
     exec_bar = progress.add_task("execute", total=0)
+    totals = {"gen": 0, "exec": 0}
+
+    def add(bar: int, key: str, n: int) -> None:
+        totals[key] += n
+        progress.update(bar, total=totals[key])
+
     hooks = Progress(
-        on_generation_total=lambda n: progress.update(gen_bar, total=n),
-        on_generated=lambda: progress.advance(gen_bar),
-        on_execution_total=lambda n: progress.update(exec_bar, total=n),
-        on_executed=lambda r: progress.advance(exec_bar),
+        on_generation_total=lambda n: add(gen_bar, "gen", n), on_generated=lambda: progress.advance(gen_bar),
+        on_execution_total=lambda n: add(exec_bar, "exec", n), on_executed=lambda r: progress.advance(exec_bar),
     )
     start = time.perf_counter()
+    outcomes = []
     with progress:
-        outcome = anyio.run(Campaign(provider, plan, out_dir, hooks).run)
+        for provider in providers:  # one config per effort rung, one after the other
+            outcomes.append(anyio.run(Campaign(provider, plan, out_dir, hooks).run))
     seconds = time.perf_counter() - start
-    label = provider.config.label
-    results = [r for r in read_jsonl(out_dir / "results.jsonl") if r.get("config", {}).get("provider") == provider.config.provider]
-    doc = {"config": label, "out": str(out_dir), "generated": outcome.generated, "reused": outcome.reused,
-           "executed": outcome.executed, "errors": len(outcome.errors), "seconds": round(seconds, 3),
-           "cells": summarize(results)}
+    labels = [p.config.label for p in providers]
+    errors = [e for o in outcomes for e in o.errors]
+    results = [r for r in read_jsonl(out_dir / "results.jsonl")
+               if "{provider}:{model}@{effort}".format(**{"effort": "unset", **r.get("config", {})}) in labels]
+    doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),
+           "reused": sum(o.reused for o in outcomes), "executed": sum(o.executed for o in outcomes),
+           "errors": len(errors), "seconds": round(seconds, 3), "cells": summarize(results)}
     if as_json:
         print_json(doc)
     else:
-        print_summary(doc["cells"], f"{label} -> {out_dir}/results.jsonl")
-        err.print(f"generated {outcome.generated} replies ({outcome.reused} reused), executed {outcome.executed}; "
+        print_summary(doc["cells"], f"{', '.join(labels)} -> {out_dir}/results.jsonl")
+        err.print(f"generated {doc['generated']} replies ({doc['reused']} reused), executed {doc['executed']}; "
                   f"{seconds:.1f} s")
-        for e in outcome.errors[:10]:
-            err.print(f"[red]error[/]: {e}")
-        if outcome.errors:
-            err.print(f"{len(outcome.errors)} error(s) recorded in {out_dir}/errors.jsonl; rerun the same command to retry them")
-    raise typer.Exit(1 if outcome.errors else 0)
+        for e in errors[:10]:
+            err.print(f"error: {e}", markup=False, style="red")
+        if errors:
+            err.print(f"{len(errors)} error(s) recorded in {out_dir}/errors.jsonl; rerun the same command to retry them")
+    raise typer.Exit(1 if errors else 0)
 
 
 # ---------------------------------------------------------------- demo

@@ -197,3 +197,14 @@ def test_native_contract_against_a_running_http_server(tmp_path: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(20)
+
+
+def test_an_effort_ladder_runs_one_config_per_rung(tmp_path: Path) -> None:
+    r = qb("run", "--model", "habits", "--effort", "low,high", "--tasks", "file-write/*", "--contracts", "raw",
+           "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["configs"] == ["habits:human-habits@low", "habits:human-habits@high"] and doc["executed"] == 16
+    records = lines(tmp_path / "results.jsonl")
+    assert collections.Counter(x["config"]["effort"] for x in records) == {"low": 8, "high": 8}
+    assert len({x["reply_id"] for x in records}) == 8  # each rung's replies are its own
