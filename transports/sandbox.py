@@ -130,8 +130,9 @@ def _warn_once() -> None:
     global _warned
     if not _warned:
         _warned = True
-        print("quotebench: bubblewrap (bwrap) not found: commands run WITHOUT namespace isolation "
-              "(records say isolation: none); install the 'bubblewrap' package", file=sys.stderr)
+        why = "QB_NO_BWRAP is set" if os.environ.get("QB_NO_BWRAP") else "bubblewrap (bwrap) is not installed"
+        print(f"quotebench: {why}: commands run WITHOUT namespace isolation (records say isolation: none)",
+              file=sys.stderr)
 
 
 def _system_binds() -> list[str]:
