@@ -139,3 +139,19 @@ def test_bad_reply_stores_are_one_line_errors(tmp_path: Path, content: bytes, ex
     r = qb("replay", str(store), "--transports", "raw", "--out", str(tmp_path / "out.jsonl"))
     assert r.returncode == 2 and expect in r.stderr and str(store) in r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_replay_resumes_after_a_torn_kill(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_text("".join(json.dumps({"task_id": f"file-write/{tier}", "command": "echo hello world > out.txt"}) + "\n"
+                             for tier in ("control", "h1", "h2", "h3")))
+    out = tmp_path / "results.jsonl"
+    first = json.loads(qb("replay", str(store), "--transports", "raw,nested", "--out", str(out), "--json").stdout)
+    assert first["executed_now"] == 8
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join(lines[:5]) + lines[5][:40])  # as if killed while writing the sixth record
+    again = json.loads(qb("replay", str(store), "--transports", "raw,nested", "--out", str(out), "--json").stdout)
+    assert again["executed_now"] == 3 and again["already_recorded"] == 5
+    records = [json.loads(x) for x in out.read_text().splitlines() if x.startswith("{") and x.endswith("}")]
+    assert len({(r["reply_id"], r["transport"]) for r in records}) == len(records) == 8
+    assert sum(c["n"] for c in again["cells"].values()) == 8
