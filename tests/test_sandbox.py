@@ -158,8 +158,7 @@ def test_process_count_is_limited_even_for_root() -> None:
             ex = await box.run(["bash", "-c", "for i in $(seq 100); do sleep 100734 & done; wait"])
             return ex, int((box.cgroup / "pids.peak").read_text()), (box.cgroup / "pids.events").read_text()
     ex, peak, events = anyio.run(go)
-    assert peak <= 32
-    assert int(events.split()[-1]) > 0  # forks were refused at the limit (bash keeps retrying them)
+    assert 28 <= peak <= 32  # it reached the limit and never passed it (bash keeps retrying the refused forks)
     time.sleep(0.2)
     assert leftovers("sleep 100734") == []
 
@@ -177,3 +176,45 @@ def test_a_fork_bomb_ends_and_the_cgroup_goes_away() -> None:
     assert time.monotonic() - start < 6
     assert group is not None and not group.exists()
     assert leftovers("sleep 100735") == []
+
+
+@needs_bwrap
+def test_capabilities_are_dropped_and_secrets_masked() -> None:
+    ex, _, _ = run("grep CapEff /proc/self/status; mount -o remount,rw,bind /usr && echo REMOUNTED; "
+                   "cat /etc/shadow 2>/dev/null | wc -c; ls /etc/ssh | wc -l")
+    lines = ex.stdout.text.split()
+    assert lines[:2] == ["CapEff:", "0000000000000000"]
+    assert "REMOUNTED" not in ex.stdout.text
+    assert lines[-2:] == ["0", "0"]
+
+
+def test_a_flood_of_output_is_cut_short_not_timed_out() -> None:
+    start = time.monotonic()
+    ex, _, _ = run("head -c 50000000 /dev/zero; echo never >&2", Limits(timeout_s=8))
+    assert time.monotonic() - start < 4
+    assert ex.stdout.truncated and not ex.timed_out and ex.exit_code == 137
+
+
+@needs_bwrap
+def test_private_tmp_has_a_size_limit() -> None:
+    ex, _, _ = run("head -c 3000000 /dev/zero > /tmp/big; echo rc=$?", Limits(tmp_size=1 << 20))
+    assert "rc=1" in ex.stdout.text and "No space left" in ex.stderr.text
+
+
+@pytest.mark.skipif(pids.available() is None, reason="no writable pids cgroup here")
+def test_a_setsid_escapee_is_killed_even_without_bwrap() -> None:
+    async def go():
+        with Sandbox.create(None, Limits(timeout_s=3), "none") as box:
+            ex = await box.run(["bash", "-c", "setsid bash -c 'sleep 1.5; echo late > late.txt' & echo started"])
+            await anyio.sleep(2)
+            return ex, (box.workdir / "late.txt").exists()
+    ex, late = anyio.run(go)
+    assert ex.stdout.text == "started\n" and not late
+
+
+def test_stdin_bytes_are_fed() -> None:
+    async def go():
+        with Sandbox.create() as box:
+            return await box.run(["bash", "-c", "cat; echo"], stdin=b"fed through")
+    ex = anyio.run(go)
+    assert ex.stdout.text == "fed through\n"

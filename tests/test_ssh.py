@@ -512,3 +512,25 @@ async def test_real_sshd_mode_against_a_foreign_server(tmp_path: Path) -> None:
         ssh_mod.close_endpoint(t.remote)
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", ["openssh", "asyncssh"])
+async def test_stdin_reaches_the_remote_command(client: str) -> None:
+    """`ssh host "cmd" <<< text`: sshd hands the client's stdin to the command, so ssh agrees with nested here."""
+    command = 'cat > out.txt" <<< "hello world'
+    task = get_task("file-write/control")
+    ssh_record = await execute(task, Ssh(client=client), command)  # type: ignore[arg-type]
+    nested_record = await execute(task, get("nested"), command)
+    assert ssh_record.received == nested_record.received == "cat > out.txt"
+    assert ssh_record.verdict.passed and nested_record.verdict.passed
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not BWRAP, reason="what the sandbox can see is only limited under bwrap")
+async def test_the_fallback_client_does_not_expose_the_project() -> None:
+    project = Path(__file__).resolve().parent.parent
+    with Sandbox.create(limits=LIMITS) as box:
+        d = await Ssh(client="asyncssh").deliver(f'echo $(ls {project} 2>&1 | head -3)', box)
+    assert d.execution is not None and d.execution.exit_code == 0
+    assert "No such file or directory" in (d.received or "")

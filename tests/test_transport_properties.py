@@ -160,3 +160,28 @@ def test_received_is_the_boundary_shell(command: str, received: str) -> None:
     record = anyio.run(lambda: execute(get_task("file-write/control"), "nested", command, limits=LIMITS))
     assert record.received == received
     assert "QB_" not in record.stdout.text
+
+
+def test_a_program_too_long_for_one_argument_is_a_transport_error() -> None:
+    command = "cat > out.txt <<'EOF'\n" + "x" * 200_000 + "\nEOF"
+    task = get_task("file-write/control")
+    for transport in ("raw", "nested", "escaped", "json-correct"):
+        record = anyio.run(lambda: execute(task, transport, command))
+        assert record.transport_error and "longer than the kernel allows" in record.transport_error, transport
+        assert record.exit_code is None and not record.verdict.passed
+    record = anyio.run(lambda: execute(task, "tempscript", command))  # a script file has no such limit
+    assert record.transport_error is None and record.received == command and record.exit_code == 0
+
+
+def test_tempscript_received_is_what_was_written_even_if_the_script_changes_itself() -> None:
+    task = get_task("file-write/control")
+    for command in ('rm -- "$0"', 'echo hello world > out.txt; echo "# other" > "$0"'):
+        record = anyio.run(lambda: execute(task, "tempscript", command))
+        assert record.received == command and not record.damaged
+
+
+@pytest.mark.skipif(isolation_available() != "bwrap", reason="fixed paths need bubblewrap")
+def test_the_outer_shell_sees_the_same_paths_on_every_run() -> None:
+    task = get_task("file-write/control")
+    seen = {anyio.run(lambda: execute(task, "nested", "echo $PATH")).received for _ in range(2)}
+    assert seen == {"echo /run/qb-shim:/usr/local/bin:/usr/bin:/bin"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .sandbox import Execution, Sandbox
+from .sandbox import ArgumentTooLong, Bind, Execution, Sandbox
 
 
 @dataclass
@@ -60,3 +60,13 @@ def check_command(command: str) -> str | None:
     except UnicodeEncodeError:
         return "the command is not valid UTF-8 (it contains an unpaired surrogate)"
     return None
+
+
+async def run_program(sandbox: Sandbox, argv: list[str], *, received: str | None, env: dict[str, str] | None = None,
+                      binds: tuple[Bind, ...] = ()) -> Delivery:
+    """Run ``argv`` in the sandbox; a program the kernel refuses as too long is a transport error, not a crash."""
+    try:
+        execution = await sandbox.run(argv, env=env, binds=binds)
+    except ArgumentTooLong as e:
+        return Delivery(received=None, execution=None, transport_error=str(e))
+    return Delivery(received=received, execution=execution)

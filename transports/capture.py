@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import Delivery, check_command
+from .base import Delivery, check_command, run_program
 from .sandbox import SYSTEM_PATH, Sandbox
 
 SHIM = f"""#!/bin/bash
@@ -87,13 +87,12 @@ class InnerShell:
             return Delivery(received=None, execution=None, transport_error=why)
         capture = sandbox.scratch("received")
         shim = shim_dir()
-        execution = await sandbox.run(
-            ["bash", "-c", self.wrap(command)],
-            env={"BASH_ENV": str(shim / "enter"), "QB_RECEIVED": sandbox.inside(capture)},
-            binds=(shim,),
+        inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: $PATH reads the same every run
+        delivery = await run_program(
+            sandbox, ["bash", "-c", self.wrap(command)], received=None,
+            env={"BASH_ENV": f"{inside}/enter", "QB_RECEIVED": sandbox.inside(capture)}, binds=((shim, inside),),
         )
-        received = None
         if capture.exists():
-            received = received_from(capture.read_bytes().split(b"\0")[:-1])
+            delivery.received = received_from(capture.read_bytes().split(b"\0")[:-1])
             capture.unlink()
-        return Delivery(received=received, execution=execution)
+        return delivery

@@ -35,7 +35,7 @@ class JsonEmbed:
             return Delivery(received=None, execution=None, transport_error=why)
         try:
             decoded = self.decode(command)
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             return Delivery(received=None, execution=None,
                             transport_error=f"{self.name}: the JSON document does not parse: {e}")
         if not isinstance(decoded, str):

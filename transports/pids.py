@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -57,6 +58,34 @@ def new_group(max_pids: int) -> Path | None:
         remove_group(group)
         return None
     return group
+
+
+def child(group: Path | None) -> Path | None:
+    """A subgroup for one run: the sandbox's pids.max still counts it, and it can be emptied alone
+    (the ssh transport's local and remote runs share a sandbox and overlap in time)."""
+    if group is None:
+        return None
+    sub = group / f"run-{next(_counter)}"
+    try:
+        sub.mkdir()
+    except OSError:
+        return None
+    return sub
+
+
+def kill_all(group: Path | None) -> None:
+    """SIGKILL every process still in the group (a ``setsid`` escapes the process group, not the cgroup)."""
+    if group is None:
+        return
+    try:
+        members = (group / "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in members:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, ValueError):
+            pass
 
 
 def remove_group(group: Path | None) -> None:

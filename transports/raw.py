@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Delivery, check_command
+from .base import Delivery, check_command, run_program
 from .sandbox import Sandbox
 
 
@@ -13,4 +13,4 @@ class Raw:
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        return Delivery(received=command, execution=await sandbox.run(["bash", "-c", command]))
+        return await run_program(sandbox, ["bash", "-c", command], received=command)

@@ -14,21 +14,27 @@ Limits (``Limits``)
       is killed with SIGKILL and ``timed_out`` is set. After every run, timed out or
       not, the group is killed too, so background processes never outlive a call;
     * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
-      marked ``truncated`` beyond it; reading stops (the writer gets SIGPIPE) after
-      ``drain_cap`` bytes so a ``yes`` cannot spin until the timeout;
+      marked ``truncated`` beyond it; a run that writes more than ``drain_cap``
+      bytes to one stream is killed (exit 137), so a ``yes`` cannot spin until
+      the timeout;
     * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit``
       prefix (one ``/bin/sh`` exec), never through ``preexec_fn``, which would
       force a fork of a possibly large parent;
     * processes: at most ``processes`` at once, through a pids cgroup per sandbox
       where one can be made (:mod:`transports.pids`; RLIMIT_NPROC does nothing
       for root);
-    * stdin is closed (``/dev/null``).
+    * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream
+      (the SSH server forwards its client's stdin);
+    * memory: the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes.
 
 Isolation
     With ``bwrap`` on PATH every run is wrapped in bubblewrap: all namespaces
     unshared (so no network: a host loopback listener is unreachable), the system
     directories bound read-only, only the sandbox root writable, a private
-    ``/tmp``, ``/proc`` and ``/dev``, and ``--die-with-parent``. The pid namespace
+    ``/tmp``, ``/proc`` and ``/dev``, ``--die-with-parent``, and every capability
+    dropped (bwrap keeps them for a root caller otherwise, and root could then
+    remount the read-only binds). Password hashes and SSH host keys under
+    ``/etc`` are masked. The pid namespace
     means nothing started inside survives the run. ``network=True`` keeps the host
     network namespace (only the ``ssh`` transport's fallback client talking to a
     real sshd needs it; the embedded server is reached through a Unix socket
@@ -55,6 +61,7 @@ Errors
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -62,6 +69,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -85,11 +93,23 @@ class SandboxError(RuntimeError):
     """The sandbox could not be built or its launcher could not start."""
 
 
+class ArgumentTooLong(SandboxError):
+    """The kernel refused the program text as one argument (E2BIG, over 128 KiB): nothing ran.
+
+    Transports turn it into a transport error; only ``tempscript`` can carry such a program.
+    """
+
+
+Bind = Path | tuple[Path, str]
+Stdin = bytes | AsyncIterator[bytes] | None
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout_s: float = 10.0
     output_cap: int = 64 * 1024
     drain_cap: int = 8 * 1024 * 1024
+    tmp_size: int = 256 * 1024 * 1024
     file_size: int = 64 * 1024 * 1024
     open_files: int = 1024
     processes: int = 256
@@ -133,6 +153,22 @@ def _warn_once() -> None:
         why = "QB_NO_BWRAP is set" if os.environ.get("QB_NO_BWRAP") else "bubblewrap (bwrap) is not installed"
         print(f"quotebench: {why}: commands run WITHOUT namespace isolation (records say isolation: none)",
               file=sys.stderr)
+
+
+_MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
+_MASKED_DIRS = ("/etc/ssh",)
+
+
+def _masks() -> list[str]:
+    """Hide secrets the read-only /etc would otherwise show (a root sandbox can read /etc/shadow)."""
+    args: list[str] = []
+    for f in _MASKED_FILES:
+        if os.path.isfile(f):
+            args += ["--ro-bind", "/dev/null", f]
+    for d in _MASKED_DIRS:
+        if os.path.isdir(d):
+            args += ["--tmpfs", d]
+    return args
 
 
 def _system_binds() -> list[str]:
@@ -228,62 +264,84 @@ class Sandbox:
         env.update(extra or {})
         return env
 
-    def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Path, ...] = (),
-                 cwd: Path | None = None) -> list[str]:
+    def mount_point(self, host: Path, name: str) -> str:
+        """Where a host directory handed to ``run(binds=...)`` as ``(host, mount_point)`` appears: a fixed
+        ``/run/<name>`` under bwrap (so what a command can see is the same on every run), else the host path."""
+        return f"/run/{name}" if self.isolation == "bwrap" else str(host)
+
+    def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Bind, ...] = (),
+                 cwd: Path | None = None, group: Path | None = None) -> list[str]:
         """The full argv: limits, then isolation, then the command."""
         lim = self.limits
         # POSIX sh counts -f in 512-byte blocks; joining the cgroup first makes every later fork count
         prefix = ["/bin/sh", "-c", LIMITS_SCRIPT.format(blocks=max(1, lim.file_size // 512), files=lim.open_files),
-                  str(self.cgroup or "")]
+                  str(group or self.cgroup or "")]
         if self.isolation == "none":
             return prefix + argv
         bw = _bwrap() or "bwrap"
-        iso = [bw, "--unshare-all", "--die-with-parent"]
+        iso = [bw, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
         if network:
             iso.append("--share-net")
-        iso += _system_binds()
-        iso += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+        iso += _system_binds() + _masks()
+        iso += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp_size), "--tmpfs", "/tmp",
+                "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
                 "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
         for b in binds:
-            iso += ["--ro-bind", str(b), str(b)]
+            host, inside = (b, str(b)) if isinstance(b, Path) else (b[0], b[1])
+            iso += ["--ro-bind", str(host), inside]
         iso += ["--chdir", self.inside(cwd or self.workdir), "--"]
         return prefix + iso + argv
 
     # -- running -------------------------------------------------------------
 
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
-                  binds: tuple[Path, ...] = (), cwd: Path | None = None) -> Execution:
-        """Run ``argv`` in the working directory under the limits; never raises for the command's failure."""
-        full = self.launcher(argv, network=network, binds=binds, cwd=cwd)
+                  binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None) -> Execution:
+        """Run ``argv`` in the working directory under the limits; never raises for the command's failure.
+
+        Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran) and
+        ``SandboxError`` when the launcher cannot start at all.
+        """
+        group = pids.child(self.cgroup)
+        full = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
         start = time.perf_counter()
         try:
             proc = await anyio.open_process(
-                full, stdin=subprocess.DEVNULL, cwd=str(cwd or self.workdir), env=self.env(env), start_new_session=True,
+                full, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, cwd=str(cwd or self.workdir),
+                env=self.env(env), start_new_session=True,
             )
         except OSError as e:
+            pids.remove_group(group)
+            if e.errno == errno.E2BIG:
+                raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
+                                      "(131072 bytes); nothing ran") from None
             raise SandboxError(f"cannot start {full[0]}: {e}") from e
         out, err = Stream(), Stream()
         timed_out = False
         try:
             with anyio.move_on_after(self.limits.timeout_s) as scope:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._read, proc.stdout, out)
-                    tg.start_soon(self._read, proc.stderr, err)
+                    tg.start_soon(self._read, proc.stdout, out, proc.pid)
+                    tg.start_soon(self._read, proc.stderr, err, proc.pid)
+                    if stdin is not None:
+                        tg.start_soon(_feed, proc.stdin, stdin)
                     await proc.wait()
                     # the main process is gone: stray children must not keep the pipes open
                     _kill_group(proc.pid)
+                    pids.kill_all(group)
             timed_out = scope.cancelled_caught
         finally:
             _kill_group(proc.pid)
+            pids.kill_all(group)  # also what left the process group (setsid), without bwrap
             with anyio.CancelScope(shield=True):
                 code = await proc.wait()
                 await proc.aclose()
+            pids.remove_group(group)
         return Execution(
             exit_code=None if timed_out else _exit_code(code), stdout=out, stderr=err, timed_out=timed_out,
             exec_ms=(time.perf_counter() - start) * 1000, isolation=self.isolation,
         )
 
-    async def _read(self, stream: ByteReceiveStream | None, into: Stream) -> None:
+    async def _read(self, stream: ByteReceiveStream | None, into: Stream, pid: int) -> None:
         if stream is None:
             return
         buf = bytearray()
@@ -297,12 +355,28 @@ class Sandbox:
                 if total > self.limits.output_cap:
                     into.truncated = True
                 if total >= self.limits.drain_cap:
+                    _kill_group(pid)  # closing our end would not reach the writer; this does
                     break
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
             into.text = bytes(buf).decode("utf-8", errors="replace")
             await stream.aclose()
+
+
+async def _feed(sink, source: bytes | AsyncIterator[bytes]) -> None:
+    """Copy stdin data into the process; a reader that exits early is not an error."""
+    try:
+        if isinstance(source, bytes):
+            await sink.send(source)
+        else:
+            async for chunk in source:
+                await sink.send(chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sink.aclose()
 
 
 def _exit_code(code: int) -> int:

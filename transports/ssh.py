@@ -75,7 +75,7 @@ from pathlib import Path
 import anyio
 
 from .base import Delivery, check_command
-from .sandbox import Execution, Sandbox, Stream
+from .sandbox import ArgumentTooLong, Execution, Sandbox, Stream
 from .ssh_client import UsageError, exec_request
 from .ssh_endpoint import (
     ARGV_ENV, CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, _openssh, close_endpoint, configure,
@@ -167,6 +167,8 @@ class Ssh:
                 ["bash", "-c", outer_program(command)], env=env,
                 binds=ep.binds(kind, sandbox), network=ep.network(kind),
             )
+        except ArgumentTooLong as e:
+            return Delivery(received=None, execution=None, transport_error=str(e))
         finally:
             if server is not None and token is not None:
                 with anyio.CancelScope(shield=True):

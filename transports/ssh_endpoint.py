@@ -42,7 +42,6 @@ GRACE_S = 1.0
 
 MASTER_START_TIMEOUT_S = 15.0
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _SYSTEM_TOPS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 
 
@@ -124,12 +123,12 @@ def _openssh() -> str | None:
 def _python_dirs() -> tuple[Path, ...]:
     """Directories the fallback client's Python needs that bwrap does not already bind.
 
-    Only the interpreter's prefixes, the directories holding asyncssh and its
-    dependencies, and the project: not ``sys.path`` wholesale, which may name a
-    home directory.
+    Only the interpreter's prefixes and the directories holding asyncssh and its
+    dependencies: not ``sys.path`` wholesale, which may name a home directory, and
+    not the project (the client runs as a copied standalone script).
     """
     found: set[Path] = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-                        Path(sys.exec_prefix).resolve(), Path(sys.executable).resolve().parent, _PROJECT_ROOT}
+                        Path(sys.exec_prefix).resolve(), Path(sys.executable).resolve().parent}
     for name in ("asyncssh", "cryptography", "cffi", "_cffi_backend", "typing_extensions"):
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
@@ -216,9 +215,10 @@ class Endpoint:
             "send_env": [TOKEN_ENV] if self.server else [],
         }))
         ssh = _openssh()
-        python_line = (f"PYTHONPATH={shlex.quote(str(_PROJECT_ROOT))}; export PYTHONPATH\n"
-                       f"PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE\n"
-                       f"exec {shlex.quote(sys.executable)} -m transports.ssh_client "
+        # the client is a standalone script copied next to the config, so the sandbox sees no project files
+        shutil.copyfile(Path(__file__).with_name("ssh_client.py"), self.client_dir / "ssh_client.py")
+        python_line = (f"PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE\n"
+                       f"exec {shlex.quote(sys.executable)} -I {shlex.quote(str(self.client_dir / 'ssh_client.py'))} "
                        f"--qb-config {shlex.quote(str(self.client_dir / 'fallback.json'))} \"$@\"")
         lines: dict[ClientKind, str | None] = {
             "openssh": f'exec {shlex.quote(ssh)} -F {shlex.quote(str(self.config_path))} "$@"' if ssh else None,

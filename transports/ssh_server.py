@@ -57,7 +57,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -294,7 +294,7 @@ class EmbeddedServer:
 
                     tg.start_soon(client_gone)
                     try:
-                        execution = await session.sandbox.run(argv)
+                        execution = await session.sandbox.run(argv, stdin=_client_stdin(process))
                     except SandboxError as e:
                         error = str(e)
                     tg.cancel_scope.cancel()
@@ -320,3 +320,15 @@ class EmbeddedServer:
             process.exit(status & 0xFF)
         except (asyncssh.Error, OSError, BrokenPipeError):
             process.close()
+
+
+async def _client_stdin(process: asyncssh.SSHServerProcess[bytes]) -> AsyncIterator[bytes]:
+    """The client's stdin as it arrives, as sshd hands it to the command (``ssh host cmd <<< text``)."""
+    while True:
+        try:
+            chunk = await process.stdin.read(65536)
+        except (asyncssh.Error, OSError, BrokenPipeError):
+            return
+        if not chunk:
+            return
+        yield chunk
