@@ -62,6 +62,13 @@ A real sshd (``Ssh(target="user@host:port", key=PATH)``, or :func:`configure`)
     private known_hosts); the fallback client does not verify it. With the
     fallback client the local side needs the network (``network=True``).
 
+Known limits
+    The local side can reach the shared master's control socket, so a reply that
+    runs ``ssh -O exit`` ends the master: concurrent deliveries then fail (exit
+    255) and the next one starts a new master. A ``&`` that the local parse
+    splits off can start two sessions; the first request the server sees is
+    ``received``.
+
 Endpoints (server, master, configs, keys) and their lifetime: :mod:`transports.ssh_endpoint`.
 """
 
