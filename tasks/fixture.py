@@ -91,6 +91,11 @@ def _build_repo(spec: GitRepo, dest: Path) -> None:
     shutil.rmtree(home)
 
 
+def template_repo(spec: GitRepo) -> Path:
+    """The cached, never-modified repository every copy of ``spec`` starts from."""
+    return _repo_template(spec)
+
+
 def _repo_template(spec: GitRepo) -> Path:
     key = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
     with _cache_lock:

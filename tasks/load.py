@@ -62,6 +62,12 @@ def load_family(path: Path) -> list[Task]:
         where = f"tiers.{tier}"
         try:
             fixture = Fixture.model_validate(render(family.fixture, spec.payload, "fixture"))
+        except RenderError as e:
+            raise TaskFileError(f"{name}: {where}: {e}") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise TaskFileError(f"{name}: {where}: fixture.{_loc(err)}: {err['msg']}") from None
+        try:
             checks = render(family.checks, spec.payload, "checks")
             instruction = render(family.instruction, spec.payload, "instruction")
             task = Task.model_validate(

@@ -4,7 +4,10 @@
 to a copy of the resulting directory and requires the validator to reject it.
 The corruptions are the ones quoting bugs cause in practice: a byte appended,
 a quote (or another shell-active character) lost, a trailing newline added or
-dropped, an extra argument, a changed JSON field, an extra commit.
+dropped, an extra argument, a changed JSON field, an extra commit; and the ways
+a command gets the right-looking result by the wrong route: a file committed
+too many or too few, a commit on another branch, a wrapper bypassed, a stray
+file left in a subdirectory.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .fixture import git_env
-from .schema import Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory, JsonEqual, Task
+from .schema import (
+    Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory, JsonEqual, Ran, Task,
+)
 
 Mutation = tuple[str, Callable[[Path], None]]
 LOSABLE = "'\"$`\\!%*?[]"
@@ -102,6 +107,10 @@ def _env(c: EnvValue) -> list[Mutation]:
     return [(f"{c.name}: {d}", put(v)) for d, v in _variants(c.value)] + [(f"{c.name}: unset", put(None))]
 
 
+def _ran(c: Ran) -> list[Mutation]:
+    return [(f"{c.program}: never called (record {c.record} removed)", lambda root: os.remove(root / c.record))]
+
+
 def _first_leaf_changed(value: Any) -> tuple[Any, str] | None:
     """A copy of ``value`` with its first scalar changed (string +x, number +1, bool flipped, null -> 0)."""
     doc = copy.deepcopy(value)
@@ -150,9 +159,23 @@ def _json_equal(c: JsonEqual) -> list[Mutation]:
 
 
 def _git_run(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """git in a solved state (made by a reference solution, so trusted), with hooks and fsmonitor off anyway."""
     with tempfile.TemporaryDirectory(prefix="qb-git-home-") as home:
-        return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=repo, env=git_env(home), input=stdin,
+        return subprocess.run(["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null",
+                               "-c", "core.fsmonitor=false", *args], cwd=repo, env=git_env(home), input=stdin,
                               capture_output=True, check=True).stdout
+
+
+def _recommit(repo: Path, parents: list[str] | None = None) -> None:
+    """Replace HEAD (on its branch) by a commit of the current index with HEAD's exact message."""
+    raw = _git_run(repo, "cat-file", "commit", "HEAD")
+    message = raw.split(b"\n\n", 1)[1]
+    if parents is None:
+        parents = [p.decode() for p in _git_run(repo, "rev-list", "--parents", "-n", "1", "HEAD").split()[1:]]
+    tree = _git_run(repo, "write-tree").strip().decode()
+    args = ["commit-tree", tree] + [a for p in parents for a in ("-p", p)]
+    new = _git_run(repo, *args, stdin=message).strip().decode()
+    _git_run(repo, "update-ref", "HEAD", new)
 
 
 def _git(c: GitHistory) -> list[Mutation]:
@@ -171,19 +194,59 @@ def _git(c: GitHistory) -> list[Mutation]:
         new = _git_run(repo, "commit-tree", f"{parent}^{{tree}}", "-p", parent, stdin=c.message.encode())
         _git_run(repo, "update-ref", "HEAD", new.strip().decode())
 
+    def extra_file(root: Path) -> None:  # `git add -A` with a stray file, then the commit
+        repo = root / c.path
+        _write(repo / "near-miss-extra.txt", b"stray\n")
+        _git_run(repo, "add", "--", "near-miss-extra.txt")
+        _recommit(repo)
+
+    def file_deleted(root: Path) -> None:  # another tracked file deleted in the same commit
+        repo = root / c.path
+        tracked = [n for n in _git_run(repo, "ls-files", "-z").decode().split("\0") if n and n not in c.files]
+        _git_run(repo, "rm", "-q", "--", tracked[0])
+        _recommit(repo)
+
+    def other_branch(root: Path) -> None:  # the right commit, but on a new branch; the old one unmoved
+        repo = root / c.path
+        branch = _git_run(repo, "symbolic-ref", "HEAD").strip().decode()
+        _git_run(repo, "update-ref", "refs/heads/near-miss", "HEAD")
+        _git_run(repo, "update-ref", branch, "HEAD^")
+        _git_run(repo, "symbolic-ref", "HEAD", "refs/heads/near-miss")
+
+    def extra_parent(root: Path) -> None:  # a merge commit onto the fixture's history: same count, wrong parents
+        repo = root / c.path
+        parents = [_git_run(repo, "rev-parse", rev).strip().decode() for rev in ("HEAD^", "HEAD^^")]
+        _recommit(repo, parents)
+
     muts = [(f"git: HEAD message {d}", reword(t)) for d, t in _variants(c.message)]
     if c.files and c.count > 1:
         muts.append(("git: right message, but the staged change left out", uncommitted))
     muts.append(("git: an extra commit", lambda root: _git_run(root / c.path, "commit", "--allow-empty", "-q", "-m", "extra")))
+    if c.exact_tree:
+        muts.append(("git: an extra file committed", extra_file))
+        muts.append(("git: another tracked file deleted in the commit", file_deleted))
+    if c.same_branch:
+        muts.append(("git: committed on a new branch", other_branch))
+    if c.on_fixture_head and c.count > 2:
+        muts.append(("git: HEAD is a merge with an extra parent", extra_parent))
     return muts
 
 
 def _fixture_unchanged(c: FixtureUnchanged, task: Task) -> list[Mutation]:
+    muts: list[Mutation] = []
     for f in task.fixture.files:
         if f.path not in c.except_paths:
-            return [(f"{f.path}: fixture file gained a byte",
-                     lambda root, p=f.path: _write(root / p, (root / p).read_bytes() + b"x"))]
-    return []
+            muts.append((f"{f.path}: fixture file gained a byte",
+                         lambda root, p=f.path: _write(root / p, (root / p).read_bytes() + b"x")))
+            break
+    if c.new_paths is not None:
+        dirs = {os.path.dirname(p) for p in [f.path for f in task.fixture.files] + list(task.fixture.dirs)}
+        dirs |= set(task.fixture.dirs)
+        deepest = max(sorted(d for d in dirs if d), key=lambda d: d.count("/"), default="")
+        where = deepest or "."
+        muts.append((f"{where}: a stray hidden file", lambda root: _write(root / deepest / ".near-miss-stray", b"")))
+        muts.append((f"{where}: a stray empty directory", lambda root: os.mkdir(root / deepest / "near-miss-dir")))
+    return muts
 
 
 def near_misses(task: Task) -> list[Mutation]:
@@ -205,6 +268,8 @@ def _for_check(c: Check, task: Task) -> list[Mutation]:
         return _argv(c)
     if isinstance(c, EnvValue):
         return _env(c)
+    if isinstance(c, Ran):
+        return _ran(c)
     if isinstance(c, JsonEqual):
         return _json_equal(c)
     if isinstance(c, GitHistory):

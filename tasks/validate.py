@@ -4,7 +4,10 @@ Every check compares exact bytes or parsed structure and explains a failure in
 one line: what was expected, what was found, and where they first differ. The
 validator runs on the host against a directory written by hostile commands, so
 it refuses to follow symlinks out of the working directory and reads capped
-amounts.
+amounts. The working directory itself must still be the real directory the
+sandbox created (a command can replace it with a symlink to a host directory);
+paths are resolved against it as created, never through a symlink. Git is never
+run in the command's repository: see :mod:`tasks.gitread`.
 """
 
 from __future__ import annotations
@@ -13,19 +16,20 @@ import json
 import os
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from .fixture import file_bytes, git_env
+from .fixture import file_bytes
+from .gitread import Snapshot, UnsafeRepo, fixture_facts, read_facts, snapshot
 from .schema import (
     Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory,
-    JsonEqual, Task,
+    JsonEqual, Ran, Task,
 )
 
 MAX_READ = 1 << 20
+MAX_TREE = 10_000
 SHOW = 60
 
 
@@ -162,6 +166,17 @@ def _env(c: EnvValue, root: Path, task: Task) -> tuple[bool, str]:
     return False, f"{c.name}: {diff_bytes(expected, found)}"
 
 
+def _ran(c: Ran, root: Path, task: Task) -> tuple[bool, str]:
+    try:
+        data = _read(root, c.record)
+    except FileNotFoundError:
+        return False, f"{c.program} was never run (no record {c.record})"
+    calls = data.count(b"\0")
+    if calls == 0:
+        return False, f"{c.program} was never run (its record {c.record} holds no call)"
+    return True, f"{c.program} ran ({calls} call(s) recorded)"
+
+
 def _json_path_diff(a: Any, b: Any, path: str = "$") -> str | None:
     """The first JSON path where two documents differ, comparing types as JSON does."""
     if type(a) is not type(b):
@@ -188,11 +203,12 @@ def _json_path_diff(a: Any, b: Any, path: str = "$") -> str | None:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    dup = next((k for k in keys if keys.count(k) > 1), None)
-    if dup is not None:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):  # linear: a hostile object with 10^5 keys must not cost 10^10 steps
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
         raise ValueError(f"duplicate key {dup!r}")
-    return dict(pairs)
+    return doc
 
 
 def _reject_constant(name: str) -> Any:
@@ -208,46 +224,146 @@ def _json_equal(c: JsonEqual, root: Path, task: Task) -> tuple[bool, str]:
         found = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as e:
         return False, f"{c.path}: does not parse as JSON: {str(e).splitlines()[0]}; starts {_show(data)}"
+    except RecursionError:
+        return False, f"{c.path}: does not parse as JSON: nested too deeply; starts {_show(data)}"
     d = _json_path_diff(c.value, found)
     if d is None:
         return True, f"{c.path}: parsed JSON equals the expected document"
     return False, f"{c.path}: {d}"
 
 
-def _git_out(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    with tempfile.TemporaryDirectory(prefix="qb-git-home-") as home:
-        return subprocess.run(
-            ["git", "-c", "safe.directory=*", *args], cwd=root, env=git_env(home),
-            capture_output=True, timeout=30,
-        )
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "none"
+
+
+def _tree_diff(expected: bytes, found: bytes) -> str:
+    """'missing [...], unexpected [...], changed [...]' between two `ls-tree -r -z` listings."""
+    def entries(listing: bytes) -> dict[str, bytes]:
+        out = {}
+        for rec in listing.split(b"\0"):
+            if b"\t" in rec:
+                meta, name = rec.split(b"\t", 1)
+                out[name.decode(errors="backslashreplace")] = meta
+        return out
+
+    a, b = entries(expected), entries(found)
+    missing = sorted(set(a) - set(b))[:5]
+    extra = sorted(set(b) - set(a))[:5]
+    changed = sorted(k for k in set(a) & set(b) if a[k] != b[k])[:5]
+    return f"missing {missing!r}, unexpected {extra!r}, changed {changed!r}"
+
+
+def _commit_headers(raw: bytes) -> tuple[str | None, list[str]]:
+    """(tree, parents) from a raw commit object."""
+    tree, parents = None, []
+    for line in raw.split(b"\n\n", 1)[0].split(b"\n"):
+        if line.startswith(b"tree "):
+            tree = line[5:].decode(errors="replace").strip()
+        elif line.startswith(b"parent "):
+            parents.append(line[7:].decode(errors="replace").strip())
+    return tree, parents
 
 
 def _git(c: GitHistory, root: Path, task: Task) -> tuple[bool, str]:
-    repo = root / c.path
-    if not (repo / ".git").is_dir():
-        return False, f"{c.path}: not a git repository any more"
-    count = _git_out(repo, "rev-list", "--count", "HEAD")
+    repo = root if c.path in (".", "") else _inside(root, c.path)
+    try:
+        snap = snapshot(repo, c.path)
+    except UnsafeRepo as e:
+        return False, f"git: {e}"
+    with snap:
+        return _git_judge(c, snap, task)
+
+
+def _git_judge(c: GitHistory, snap: Snapshot, task: Task) -> tuple[bool, str]:
+    count = snap.git("rev-list", "--count", "HEAD")
     if count.returncode != 0:
         return False, f"git: no commits readable: {count.stderr.decode(errors='replace').strip()[:SHOW]}"
     n = int(count.stdout.strip() or 0)
     if n != c.count:
         return False, f"git: expected {c.count} commits, found {n}"
-    raw = _git_out(repo, "cat-file", "commit", "HEAD").stdout
+    raw = snap.out("cat-file", "commit", "HEAD") or b""
     message = raw.split(b"\n\n", 1)[1] if b"\n\n" in raw else b""
     expected = c.message.encode()
     if message != expected:
         return False, f"git: HEAD message: {diff_bytes(expected, message)}"
+    branch, head, index_tree = read_facts(snap)
+    tree, parents = _commit_headers(raw)
+    facts = fixture_facts(task.fixture.git) if c.needs_fixture and task.fixture.git else None
+    if facts and c.same_branch and branch != facts.branch:
+        where = f"on {branch}" if branch else "detached"
+        return False, f"git: HEAD is {where}, expected it on the fixture's branch {facts.branch}"
+    if facts and c.on_fixture_head:
+        want = [facts.head] if facts.head else []
+        if parents != want:
+            return False, (f"git: HEAD's parents are {[_short(p) for p in parents]!r}, expected "
+                           f"{[_short(p) for p in want]!r} (the fixture's HEAD)")
     for rel, text in c.files.items():
-        shown = _git_out(repo, "cat-file", "blob", f"HEAD:{rel}")
+        shown = snap.git("cat-file", "blob", f"HEAD:{rel}")
         if shown.returncode != 0:
             return False, f"git: HEAD does not contain {rel}"
         if shown.stdout != text.encode():
             return False, f"git: HEAD:{rel}: {diff_bytes(text.encode(), shown.stdout)}"
+    if facts and c.exact_tree and tree != facts.index_tree:
+        found = snap.out("ls-tree", "-r", "-z", "HEAD") or b""
+        return False, f"git: HEAD's tree is not exactly the staged change: {_tree_diff(facts.index_listing, found)}"
     if c.clean_index:
-        staged = _git_out(repo, "diff", "--cached", "--name-only")
-        if staged.stdout.strip():
-            return False, f"git: changes still staged: {staged.stdout.decode(errors='replace').split()!r}"
-    return True, f"git: {n} commits, HEAD message exact ({len(expected)} bytes)"
+        if index_tree is None:
+            return False, "git: the index cannot be read (missing, or has unmerged entries)"
+        if index_tree != tree:
+            staged = snap.out("diff-tree", "-r", "--name-only", "-z", "HEAD", index_tree) or b""
+            names = [x.decode(errors="backslashreplace") for x in staged.split(b"\0") if x]
+            return False, f"git: changes still staged: {names[:10]!r}"
+    exact = ", tree is exactly the staged change" if facts and c.exact_tree else ""
+    on = f" on {branch.removeprefix('refs/heads/')}" if branch else ""
+    return True, f"git: {n} commits{on}, HEAD message exact ({len(expected)} bytes){exact}"
+
+
+def _tree_listing(root: Path, skip: set[str]) -> list[str]:
+    """Every path under ``root`` (hidden ones included), never following a symlink; ``skip`` not entered."""
+    found: list[str] = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(root / rel if rel else root) as it:
+            for entry in it:
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                if path in skip:
+                    continue
+                found.append(path)
+                if len(found) > MAX_TREE:
+                    raise _Unsafe(f"the working directory holds more than {MAX_TREE} entries; not inspected")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(path)
+    return found
+
+
+def _expected_tree(task: Task, new_paths: list[str]) -> tuple[set[str], set[str]]:
+    """(the paths the tree must hold, the paths not looked into) for ``fixture-unchanged`` with ``new_paths``."""
+    expected: set[str] = set()
+
+    def add(path: str) -> None:
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        for i in range(1, len(parts) + 1):
+            expected.add("/".join(parts[:i]))
+
+    for f in task.fixture.files:
+        add(f.path)
+    for d in task.fixture.dirs:
+        add(d)
+    skip: set[str] = set()
+    if task.fixture.git is not None:
+        g = task.fixture.git.path
+        base = "" if os.path.normpath(g) == "." else os.path.normpath(g) + "/"
+        add(base)
+        for commit in task.fixture.git.commits:
+            for rel in commit.files:
+                add(base + rel)
+        for rel in task.fixture.git.staged:
+            add(base + rel)
+        skip.add(base + ".git")
+    for p in new_paths:
+        add(p)
+    return expected, skip
 
 
 def _fixture_unchanged(c: FixtureUnchanged, root: Path, task: Task) -> tuple[bool, str]:
@@ -265,23 +381,49 @@ def _fixture_unchanged(c: FixtureUnchanged, root: Path, task: Task) -> tuple[boo
         mode = stat.S_IMODE(os.lstat(p).st_mode)
         if mode != f.mode:
             return False, f"{f.path}: fixture file mode changed from {f.mode:o} to {mode:o}"
-    return True, "fixture files unchanged"
+    if c.new_paths is None:
+        return True, "fixture files unchanged"
+    expected, skip = _expected_tree(task, c.new_paths)
+    found = set(_tree_listing(root, skip))
+    if found != expected:
+        missing = sorted(expected - found)[:5]
+        extra = sorted(found - expected)[:5]
+        return False, (f"the tree holds other paths than the fixture's and {c.new_paths!r}: "
+                       f"missing {missing!r}, unexpected {extra!r}")
+    return True, f"fixture files unchanged; the tree holds exactly the fixture's paths and {c.new_paths!r}"
 
 
 _CHECKERS = {
     "file-bytes": _file_bytes, "file-absent": _file_absent, "dir-listing": _dir_listing,
-    "argv": _argv, "env": _env, "json-equal": _json_equal, "git": _git,
+    "argv": _argv, "env": _env, "ran": _ran, "json-equal": _json_equal, "git": _git,
     "fixture-unchanged": _fixture_unchanged,
 }
 
 
 def check_name(c: Check) -> str:
-    target = getattr(c, "path", None) or getattr(c, "name", None) or ""
+    target = getattr(c, "path", None) or getattr(c, "name", None) or (c.record if isinstance(c, Ran) else "")
     return f"{c.kind}:{target}" if target and target != "." else c.kind
+
+
+def _workdir_problem(workdir: Path) -> str | None:
+    """Why ``workdir`` cannot be judged: it must still be the real directory the sandbox made."""
+    try:
+        st = os.lstat(workdir)
+    except FileNotFoundError:
+        return "the working directory was removed"
+    if stat.S_ISLNK(st.st_mode):
+        return "the working directory was replaced by a symlink; nothing behind it is inspected"
+    if not stat.S_ISDIR(st.st_mode):
+        return "the working directory was replaced by a non-directory"
+    return None
 
 
 def validate(task: Task, workdir: Path) -> Verdict:
     """Judge the final state of ``workdir`` against every check of ``task``."""
+    problem = _workdir_problem(workdir)
+    if problem is not None:
+        return Verdict(passed=False, checks=[CheckResult(check=check_name(c), ok=False, detail=problem)
+                                             for c in task.checks])
     results = []
     for c in task.checks:
         try:

@@ -76,6 +76,33 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
      "must be a relative path"),
     (lambda s: s.replace('checks = [', 'fixture = { files = [{ path = "t", source = "nope" }] }\nchecks = ['),
      "source 'nope'"),
+    # every path a fixture names stays inside the working directory (finding: dirs = ["/tmp/x"] made host dirs)
+    (lambda s: s.replace('checks = [', 'fixture = { dirs = ["/tmp/x"] }\nchecks = ['),
+     "fixture.dirs.0: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { dirs = ["a/../../x"] }\nchecks = ['),
+     "fixture.dirs.0: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { git = { path = "/tmp/repo" } }\nchecks = ['),
+     "fixture.git.path: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { git = { path = "../repo" } }\nchecks = ['),
+     "fixture.git.path: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { git = { staged = { "/tmp/x" = "" } } }\nchecks = ['),
+     "fixture.git.staged./tmp/x.[key]: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { git = { commits = [{ message = "m", files = { "../x" = "" } }] } }'
+                                      '\nchecks = ['),
+     "fixture.git.commits.0.files.../x.[key]: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'fixture = { git = { commits = [{ message = "m", '
+                                      'files = { ".git/config" = "" } }] } }\nchecks = ['),
+     "files..git/config.[key]: Value error, may not point into .git"),
+    # and so does every path a check reads (near misses write to them)
+    (lambda s: s.replace('path = "{{path}}"', 'path = "/etc/{{path}}"'),
+     "checks.0.file-bytes.path: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'checks = [{ kind = "fixture-unchanged", new_paths = ["/x"] }, '),
+     "checks.0.fixture-unchanged.new_paths.0: Value error, must be a relative path"),
+    (lambda s: s.replace('checks = [', 'checks = [{ kind = "ran", record = "../.qb-remote" }, '),
+     "checks.0.ran.record: Value error, must be a relative path"),
+    # a git check compares with the fixture's repository, so there must be one where it looks
+    (lambda s: s.replace('checks = [', 'checks = [{ kind = "git", count = 1, message = "m" }, '),
+     "the fixture has none there"),
 ])
 def test_malformed_files_are_refused_in_one_line(tmp_path: Path, mutate, expect: str) -> None:
     path = write(tmp_path, mutate(GOOD))
@@ -85,6 +112,29 @@ def test_malformed_files_are_refused_in_one_line(tmp_path: Path, mutate, expect:
     assert "\n" not in message
     assert message.startswith(str(path))
     assert expect in message
+
+
+def test_a_refused_fixture_path_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "outside"
+    path = write(tmp_path, GOOD.replace('checks = [', f'fixture = {{ dirs = ["{target}"] }}\nchecks = ['))
+    with pytest.raises(TaskFileError):
+        load_family(path)
+    assert not target.exists()
+
+
+def test_wrapper_families_require_the_wrapper_and_find_glob_the_whole_tree() -> None:
+    for t in load_suite():
+        kinds = {c.kind: c for c in t.checks}
+        if t.family in ("remote-exec", "container-exec"):
+            record = ".qb-remote" if t.family == "remote-exec" else ".qb-cexec"
+            assert kinds["ran"].record == record, t.id
+            top = next(c for c in t.checks if c.kind == "dir-listing" and c.path == ".")
+            assert record in top.names, t.id
+        if t.family == "find-glob":
+            assert kinds["fixture-unchanged"].new_paths == ["found.txt"], t.id
+        if t.family == "git-commit":
+            git = kinds["git"]
+            assert git.same_branch and git.on_fixture_head and git.exact_tree, t.id
 
 
 def test_unreadable_utf8_is_refused(tmp_path: Path) -> None:

@@ -179,3 +179,134 @@ def test_verdict_has_one_line_per_check(tmp_path: Path) -> None:
     v = validate(task, tmp_path)
     assert [c.ok for c in v.checks] == [True, False]
     assert all("\n" not in c.detail for c in v.checks)
+
+
+def _commit_message(repo: Path, message: str, *extra: str) -> None:
+    (repo.parent / "msg").write_text(message)
+    _git(repo, "commit", "-q", "--cleanup=verbatim", "-F", str(repo.parent / "msg"), *extra)
+
+
+def test_git_commit_must_be_exactly_the_staged_change_on_the_fixture_branch(tmp_path: Path) -> None:
+    """Right message and count are not enough: same branch, parent = the fixture's HEAD, tree = the staged index."""
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"README.md": "# r\n", "a.sh": "v1\n"}},
+                                   {"message": "two\n", "files": {"a.sh": "v1b\n"}}],
+                       "staged": {"a.sh": "v2\n"}}}
+    task = make_task([{"kind": "git", "count": 3, "message": "Fix\n", "files": {"a.sh": "v2\n"}}], fixture)
+
+    def state(name: str, prepare) -> tuple[bool, list[str]]:
+        repo = tmp_path / name
+        repo.mkdir()
+        materialize(task.fixture, repo)
+        prepare(repo)
+        return verdict(task, repo)
+
+    assert state("right", lambda r: _commit_message(r, "Fix\n")) == (
+        True, ["git: 3 commits on main, HEAD message exact (4 bytes), tree is exactly the staged change"])
+
+    def deleted(r: Path) -> None:
+        _git(r, "rm", "-q", "README.md")
+        _commit_message(r, "Fix\n")
+
+    def extra_file(r: Path) -> None:
+        (r / "notes.txt").write_text("x\n")
+        _git(r, "add", "-A")
+        _commit_message(r, "Fix\n")
+
+    def new_branch(r: Path) -> None:
+        _git(r, "checkout", "-q", "-b", "feature")
+        _commit_message(r, "Fix\n")
+
+    def merge(r: Path) -> None:  # same count, but an extra parent
+        _commit_message(r, "Fix\n")
+        tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=r, capture_output=True, text=True).stdout.strip()
+        new = subprocess.run(["git", "commit-tree", tree, "-p", "HEAD^", "-p", "HEAD^^"], cwd=r, env=git_env(tmp_path),
+                             input="Fix\n", capture_output=True, text=True, check=True).stdout.strip()
+        _git(r, "update-ref", "HEAD", new)
+
+    ok, details = state("deleted", deleted)
+    assert not ok and "not exactly the staged change: missing ['README.md']" in details[0]
+    ok, details = state("extra", extra_file)
+    assert not ok and "unexpected ['notes.txt']" in details[0]
+    ok, details = state("branch", new_branch)
+    assert not ok and "HEAD is on refs/heads/feature, expected it on the fixture's branch refs/heads/main" in details[0]
+    ok, details = state("merge", merge)
+    assert not ok and "HEAD's parents are" in details[0] and "(the fixture's HEAD)" in details[0]
+    ok, details = state("detached", lambda r: (_git(r, "checkout", "-q", "--detach"), _commit_message(r, "Fix\n")))
+    assert not ok and "HEAD is detached" in details[0]
+
+
+def test_git_exactness_can_be_switched_off(tmp_path: Path) -> None:
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"a.txt": "a\n"}}], "staged": {"b.txt": "b\n"}}}
+    loose = make_task([{"kind": "git", "count": 2, "message": "m\n", "same_branch": False, "on_fixture_head": False,
+                        "exact_tree": False}], fixture)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    materialize(loose.fixture, repo)
+    (repo / "c.txt").write_text("c\n")
+    _git(repo, "checkout", "-q", "-b", "other")
+    _git(repo, "add", "-A")
+    _commit_message(repo, "m\n")
+    assert verdict(loose, repo)[0]
+
+
+def test_ran_record(tmp_path: Path) -> None:
+    task = make_task([{"kind": "ran", "record": ".qb-remote", "program": "./remote"}])
+    assert verdict(task, tmp_path) == (False, ["./remote was never run (no record .qb-remote)"])
+    (tmp_path / ".qb-remote").write_bytes(b"")
+    assert verdict(task, tmp_path) == (False, ["./remote was never run (its record .qb-remote holds no call)"])
+    (tmp_path / ".qb-remote").write_bytes(b"echo hi > x\0true\0")
+    assert verdict(task, tmp_path) == (True, ["./remote ran (2 call(s) recorded)"])
+    assert validate(task, tmp_path).checks[0].check == "ran:.qb-remote"
+
+
+def test_wrappers_record_their_calls_and_remote_home_is_the_remote_directory(tmp_path: Path) -> None:
+    fixture = {"files": [{"path": "remote", "source": "remote", "mode": 0o755},
+                         {"path": "cexec", "source": "cexec", "mode": 0o755}],
+               "dirs": ["remote-host", "container"]}
+    task = make_task([{"kind": "ran", "record": ".qb-remote"}, {"kind": "ran", "record": ".qb-cexec"},
+                      {"kind": "file-bytes", "path": "remote-host/status.txt", "text": "up\n"},
+                      {"kind": "file-bytes", "path": "container/env.txt", "text": "prod-eu-7\n"}], fixture)
+    materialize(task.fixture, tmp_path)
+    assert not verdict(task, tmp_path)[0]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "local-home")}
+    subprocess.run(["./remote", "echo", "up", ">", "~/status.txt"], cwd=tmp_path, env=env, check=True)
+    subprocess.run(["./cexec", 'echo "$APP_ENV" > env.txt'], cwd=tmp_path, env=env, check=True)
+    assert subprocess.run(["./cexec", "a", "b"], cwd=tmp_path, env=env, capture_output=True).returncode == 2
+    assert verdict(task, tmp_path)[0]
+    assert (tmp_path / ".qb-remote").read_bytes() == b"echo up > ~/status.txt\0"
+    assert (tmp_path / ".qb-cexec").read_bytes() == b'echo "$APP_ENV" > env.txt\0'  # the refused call ran nothing
+
+
+def test_fixture_unchanged_with_new_paths_sees_the_whole_tree(tmp_path: Path) -> None:
+    fixture = {"files": [{"path": "a.log", "text": ""}, {"path": "logs/old/b.log", "text": ""}], "dirs": ["empty"]}
+    task = make_task([{"kind": "fixture-unchanged", "new_paths": ["found.txt"]}], fixture)
+    plain = make_task([{"kind": "fixture-unchanged"}], fixture)
+    materialize(task.fixture, tmp_path)
+    ok, details = verdict(task, tmp_path)
+    assert not ok and "missing ['found.txt']" in details[0]
+    (tmp_path / "found.txt").write_text("./a.log\n")
+    assert verdict(task, tmp_path)[0]
+    for stray, is_dir in (("logs/old/.hidden", False), ("empty/x", False), ("logs/new", True)):
+        p = tmp_path / stray
+        if is_dir:
+            p.mkdir()
+        else:
+            p.write_text("")
+        ok, details = verdict(task, tmp_path)
+        assert not ok and f"unexpected [{stray!r}]" in details[0], stray
+        assert verdict(plain, tmp_path)[0]  # without new_paths only the fixture files are compared
+        if is_dir:
+            p.rmdir()
+        else:
+            p.unlink()
+    (tmp_path / "empty").rmdir()
+    assert "missing ['empty']" in verdict(task, tmp_path)[1][0]
+
+
+def test_fixture_unchanged_new_paths_skips_only_the_fixture_repository(tmp_path: Path) -> None:
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"a.txt": "a\n", "src/b.txt": "b\n"}}]}}
+    task = make_task([{"kind": "fixture-unchanged", "new_paths": []}], fixture)
+    materialize(task.fixture, tmp_path)
+    assert verdict(task, tmp_path)[0]
+    (tmp_path / "src" / ".git").mkdir()  # a second repository is a stray path like any other
+    assert "unexpected ['src/.git']" in verdict(task, tmp_path)[1][0]
