@@ -7,13 +7,22 @@ Layout of ``--out DIR``:
   and ``quotebench replay`` read it back.
 * ``results.jsonl``: one record per (reply, transport).
 * ``errors.jsonl``: generations that failed after the provider's last retry
-  (HTTP errors, timeouts). They are errors, never model failures; a rerun tries
-  them again.
+  (HTTP errors, timeouts), executions whose MCP path failed, and any unexpected
+  exception in one generation or execution (one line each: ``stage``,
+  ``task_id``, ``contract``, ``transport``, ``reply_id``, ``error`` =
+  ``"Type: message"``). They are errors, never model failures; one of them never
+  stops the rest of the campaign, and a rerun tries them again.
 
-Resume: ids are derived from what identifies the work (config, params, task,
-contract, draw), so a rerun with the same ``--out`` skips every reply already
-stored and every (reply, transport) already recorded: a campaign killed at any
-point loses nothing it had written and duplicates nothing.
+Resume: each unit of work has a ``key`` derived from what identifies it (config,
+params, prompt version, suite version, task, contract, draw), so a rerun with
+the same ``--out`` skips every reply already stored under its key and every
+(config, reply, transport) already recorded: a campaign killed at any point
+loses nothing it had written and duplicates nothing. A reply made under another
+prompt or suite version has another key and is never reused. The reply's
+``reply_id`` is the key, except for a reply store (``replay:FILE``) line that
+has its own ``reply_id``: that one is kept, so ``run --model replay:`` and
+``quotebench replay`` give the same ids. Records carry the ``versions`` stored
+with their reply (what it was generated under), not the current ones.
 """
 
 from __future__ import annotations
@@ -50,6 +59,11 @@ class Plan:
     exec_concurrency: int = field(default_factory=lambda: os.cpu_count() or 2)
     server_url: str | None = None
 
+    def __post_init__(self) -> None:
+        # a name given twice would generate and execute the same work twice
+        self.contracts = list(dict.fromkeys(self.contracts))
+        self.transports = list(dict.fromkeys(self.transports))
+
 
 @dataclass
 class Progress:
@@ -75,14 +89,17 @@ def reply_id_for(config_key: str, task_id: str, contract: str, draw: int) -> str
 
 
 def config_key(provider: Provider) -> str:
+    """What makes two replies interchangeable: config, params, prompt version and suite version."""
     c = provider.config
-    return f"{c.label}\0{json.dumps(c.params, sort_keys=True)}"
+    return f"{c.label}\0{json.dumps(c.params, sort_keys=True)}\0{PROMPT_VERSION}\0{versions()['suite']}"
 
 
-def reply_line(reply_id: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
+def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
+    """The replies.jsonl line: ``key`` identifies the work (resume), ``reply_id`` the reply (the store's own
+    id for a replayed reply, else the key)."""
     ext = gen.extract(contract)
     return {
-        "reply_id": reply_id, "task_id": task.id, "contract": contract, "draw": draw,
+        "reply_id": gen.reply_id or key, "key": key, "task_id": task.id, "contract": contract, "draw": draw,
         "config": provider.config.model_dump(mode="json"),
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
@@ -102,13 +119,22 @@ def reply_text(gen: Generation, contract: str) -> str:
 
 
 def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
+    """Stored replies by work key (lines written before keys existed are keyed by their reply_id)."""
     replies: dict[str, dict[str, Any]] = {}
     if path.exists():
         for obj in read_jsonl(path):
             rid = obj.get("reply_id")
-            if isinstance(rid, str) and rid not in replies and isinstance(obj.get("task_id"), str):
-                replies[rid] = obj
+            key = obj.get("key", rid)
+            if isinstance(rid, str) and isinstance(key, str) and key not in replies \
+                    and isinstance(obj.get("task_id"), str):
+                replies[key] = obj
     return replies
+
+
+def _done_key(label: str, rec: dict[str, Any], transport: Any) -> tuple[Any, ...]:
+    """What a results line settles: this config's execution of this reply (for this task, contract and draw)
+    on this transport. ``rec`` is a record or a stored reply."""
+    return (label, rec.get("reply_id"), rec.get("task_id"), rec.get("contract"), rec.get("draw", 0), transport)
 
 
 class Campaign:
@@ -125,15 +151,18 @@ class Campaign:
     async def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
         replies = _load_replies(self.out / "replies.jsonl")
-        done = {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(self.out / "results.jsonl")} \
-            if (self.out / "results.jsonl").exists() else set()
+        label = self.provider.config.label
+        done = {_done_key(_label(r.get("config")), r, r.get("transport"))
+                for r in read_jsonl(self.out / "results.jsonl")} if (self.out / "results.jsonl").exists() else set()
         key = config_key(self.provider)
         work = [(t, c, d, reply_id_for(key, t.id, c, d))
                 for t in self.plan.tasks for c in self.plan.contracts for d in range(self.plan.draws)]
         to_generate = [w for w in work if w[3] not in replies]
         self.outcome.reused = len(work) - len(to_generate)
         self.progress.on_generation_total(len(to_generate))
-        self.progress.on_execution_total(sum(1 for w in work for tr in self.plan.transports if (w[3], tr) not in done))
+        self.progress.on_execution_total(sum(
+            1 for w in work for tr in self.plan.transports
+            if w[3] not in replies or _done_key(label, replies[w[3]], tr) not in done))
         api = anyio.CapacityLimiter(self.plan.api_concurrency)
         ex = anyio.CapacityLimiter(self.plan.exec_concurrency)
         native = None
@@ -154,7 +183,7 @@ class Campaign:
                         self.progress.on_generated()
                     async with anyio.create_task_group() as tg:
                         for tr in self.plan.transports:
-                            if (rid, tr) not in done:
+                            if _done_key(label, stored, tr) not in done:
                                 tg.start_soon(self._execute, task, stored, tr, ex, res, errw, native)
 
                 async with anyio.create_task_group() as tg:
@@ -170,17 +199,22 @@ class Campaign:
 
     async def _generate(self, task: Task, contract: str, draw: int, rid: str, tools: list,
                         errw: JsonlWriter) -> dict[str, Any] | None:
-        request = GenerationRequest.for_task(task, contract, self.provider.config, draw)
-        if contract == "native" and tools:
-            request = request.model_copy(update={"tools": tools})
+        where = {"stage": "generate", "task_id": task.id, "contract": contract, "transport": None, "draw": draw,
+                 "reply_id": rid}
         try:
+            request = GenerationRequest.for_task(task, contract, self.provider.config, draw)
+            if contract == "native" and tools:
+                request = request.model_copy(update={"tools": tools})
             gen = await self.provider.generate(request)
+            line = reply_line(rid, task, contract, draw, self.provider, gen)
         except ProviderError as e:
-            self._error(errw, {"stage": "generate", "task_id": task.id, "contract": contract, "draw": draw,
-                               "reply_id": rid, "error": str(e), "status": e.status, "attempts": e.attempts})
+            self._error(errw, {**where, "error": str(e), "status": e.status, "attempts": e.attempts})
+            return None
+        except Exception as e:  # noqa: BLE001 - one broken generation must not abort the campaign
+            self._error(errw, {**where, "error": _describe(e)})
             return None
         self.outcome.generated += 1
-        return reply_line(rid, task, contract, draw, self.provider, gen)
+        return line
 
     def _error(self, errw: JsonlWriter, line: dict[str, Any]) -> None:
         line = {"run_id": self.run_id, "config": self.provider.config.model_dump(mode="json"),
@@ -190,30 +224,50 @@ class Campaign:
 
     async def _execute(self, task: Task, stored: dict[str, Any], transport: str, ex: anyio.CapacityLimiter,
                        res: JsonlWriter, errw: JsonlWriter, native: NativeExecutor | None) -> None:
+        """One (reply, transport) into results.jsonl; any exception becomes an errors.jsonl line instead
+        (a rerun tries it again), so one execution never aborts the campaign."""
+        try:
+            record = await self._record(task, stored, transport, ex, native)
+        except Exception as e:  # noqa: BLE001 - the MCP path failing, E2BIG, a bug: an error, not a verdict
+            self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
+                               "transport": transport, "draw": stored.get("draw", 0),
+                               "reply_id": stored.get("reply_id"), "error": _describe(e)})
+            return
+        res.write(record)
+        self.outcome.executed += 1
+        self.progress.on_executed(record)
+
+    async def _record(self, task: Task, stored: dict[str, Any], transport: str, ex: anyio.CapacityLimiter,
+                      native: NativeExecutor | None) -> Record:
         contract = stored["contract"]
+        stored_versions = stored.get("versions")
+        if not isinstance(stored_versions, dict):
+            stored_versions = {"prompt": PROMPT_VERSION}
         fields = dict(reply=stored.get("reply") or "", run_id=self.run_id, reply_id=stored["reply_id"],
                       config=self.provider.config, contract=contract, draw=stored.get("draw", 0),
                       usage=Usage.model_validate(stored.get("usage") or {}),
                       generate_ms=(stored.get("timing") or {}).get("generate_ms"),
-                      extra_versions={"prompt": PROMPT_VERSION})
+                      extra_versions={str(k): str(v) for k, v in stored_versions.items()})
         command = stored.get("command")
         async with ex:
             if command is None:
                 reason = (stored.get("extraction") or {}).get("error") or "no command in the reply"
-                record = no_command_record(task, get(transport).name, reason, **fields)
-            elif contract == "native" and native is not None:
-                try:
-                    doc = await native.execute(task.id, command, transport)
-                except Exception as e:  # the MCP path failing (NativeError, a dead server) is an error, not a verdict
-                    self._error(errw, {"stage": "execute", "task_id": task.id, "contract": contract,
-                                       "transport": transport, "reply_id": stored["reply_id"], "error": f"{type(e).__name__}: {e}"})
-                    return
-                record = _native_record(doc, fields)
-            else:
-                record = await execute(task, transport, command, **fields)
-        res.write(record)
-        self.outcome.executed += 1
-        self.progress.on_executed(record)
+                return no_command_record(task, get(transport).name, reason, **fields)
+            if contract == "native" and native is not None:
+                doc = await native.execute(task.id, command, transport)
+                return _native_record(doc, fields)
+            return await execute(task, transport, command, **fields)
+
+
+def _describe(e: BaseException) -> str:
+    """``Type: message`` on one line."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _label(config: Any) -> str:
+    c = config if isinstance(config, dict) else {}
+    return "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
 
 
 def _native_record(doc: dict[str, Any], fields: dict[str, Any]) -> Record:

@@ -1,7 +1,8 @@
 """The ``quotebench`` command line (SPEC.md, "Command line").
 
 Exit status: 0 success, 1 a check or task failed, 2 bad input. Bad input is
-one line on stderr naming the file and field, never a traceback. With
+one line on stderr naming the file and field, never a traceback, also when it
+surfaces inside an anyio task group (a group of one exception is unwrapped). With
 ``--json`` stdout carries exactly one JSON document. The commands are
 registered on :data:`qb_client.cli_app.app` by the cli_* modules imported here.
 """
@@ -24,16 +25,30 @@ KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from .contracts import UnknownContractError
+    from .native import NativeError
     from .report import ReportInputError
 
-    return (*KNOWN_ERRORS, ReportInputError, UnknownContractError)
+    return (*KNOWN_ERRORS, ReportInputError, UnknownContractError, NativeError)
+
+
+def _unwrap(e: BaseException) -> BaseException:
+    """The one exception inside (nested) single-member exception groups; ``e`` itself otherwise."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e
 
 
 def main() -> None:
     try:
-        app()
+        try:
+            app()
+        except BaseExceptionGroup as group:
+            inner = _unwrap(group)
+            if inner is group:
+                raise
+            raise inner from None
     except _known_errors() as e:
-        err.print(f"quotebench: error: {e}", markup=False)
+        err.print(f"quotebench: error: {' '.join(str(e).splitlines())}", markup=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("quotebench: interrupted; everything recorded so far is kept", markup=False)

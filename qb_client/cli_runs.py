@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +14,67 @@ from tasks.load import select, suite
 
 from .cli_app import JSON_OPT, app
 from .console import err, fail, out, print_json
+
+
+# ---------------------------------------------------------------- lists
+
+
+def transport_list(spec: str) -> list[str]:
+    """``--transports``: each name validated, repeats dropped (first occurrence kept), so no work is doubled."""
+    from transports.registry import parse_list
+
+    return list(dict.fromkeys(parse_list(spec)))
+
+
+def contract_list(spec: str) -> list[str]:
+    """``--contracts``: each name checked, repeats dropped (first occurrence kept)."""
+    from .contracts import check_contract
+
+    names = list(dict.fromkeys(check_contract(c.strip()) for c in spec.split(",") if c.strip()))
+    if not names:
+        fail("--contracts: no contract given")
+    return names
+
+
+def effort_list(spec: str) -> list[str]:
+    """``--effort``: one rung or a comma-separated ladder; an empty or repeated rung is bad input."""
+    rungs = [e.strip() for e in spec.split(",")]
+    if any(not e for e in rungs):
+        fail(f"--effort '{spec}': an empty rung (write e.g. 'low,medium,high'; 'unset' sends no effort)")
+    seen: set[str] = set()
+    for e in rungs:
+        if e in seen:
+            fail(f"--effort '{spec}': rung '{e}' is given twice")
+        seen.add(e)
+    return rungs
+
+
+def check_out_dir(path: Path) -> None:
+    """``run --out``: a directory (made here if missing); an existing file or an unwritable place is bad input."""
+    if path.exists() and not path.is_dir():
+        fail(f"--out {path}: exists and is not a directory (a campaign writes replies.jsonl, results.jsonl, "
+             "errors.jsonl into it)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"--out {path}: cannot create the directory: {e.strerror or e}")
+    for name in ("replies.jsonl", "results.jsonl", "errors.jsonl"):
+        f = path / name
+        if f.is_dir():
+            fail(f"--out {path}: {name} is a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        fail(f"--out {path}: not writable")
+
+
+def latest(records: list[dict], error: Callable[[dict], bool]) -> list[dict]:
+    """One record per (reply_id, transport): the last without ``error`` if there is one, else the last."""
+    kept: dict[tuple, dict] = {}
+    for r in records:
+        key = (r.get("reply_id"), r.get("transport"))
+        if key in kept and error(r) and not error(kept[key]):
+            continue
+        kept[key] = r
+    return list(kept.values())
 
 
 # ---------------------------------------------------------------- replay
@@ -27,11 +90,15 @@ def progress_bar(total: int, label: str):
 
 
 def summarize(records: list[dict]) -> dict:
-    """Pass counts per (contract, transport) of freshly written records."""
+    """Pass counts per (contract, transport) of freshly written records; records with ``error`` set (the
+    execution itself failed) are counted apart, under ``errors``, as the report does."""
     cells: dict[str, dict[str, int]] = {}
     for r in records:
         key = f"{r['contract']} x {r['transport']}"
-        c = cells.setdefault(key, {"passed": 0, "n": 0, "damaged": 0, "transport_errors": 0})
+        c = cells.setdefault(key, {"passed": 0, "n": 0, "damaged": 0, "transport_errors": 0, "errors": 0})
+        if r.get("error"):
+            c["errors"] += 1
+            continue
         c["n"] += 1
         c["passed"] += bool(r["verdict"]["passed"])
         c["damaged"] += bool(r["damaged"])
@@ -42,10 +109,11 @@ def summarize(records: list[dict]) -> dict:
 def print_summary(cells: dict, title: str) -> None:
     from rich.table import Table
 
-    table = Table("contract x transport", "passed", "n", "rate", "damaged", "transport errors", title=title)
+    table = Table("contract x transport", "passed", "n", "rate", "damaged", "transport errors", "errors",
+                  title=title)
     for key, c in sorted(cells.items()):
         table.add_row(key, str(c["passed"]), str(c["n"]), f"{100 * c['passed'] / c['n']:.1f}%" if c["n"] else "-",
-                      str(c["damaged"]), str(c["transport_errors"]))
+                      str(c["damaged"]), str(c["transport_errors"]), str(c.get("errors", 0)))
     out.print(table)
 
 
@@ -60,12 +128,13 @@ def replay_cmd(
     """Fixed-reply replay: every stored reply through every transport."""
     import time
 
-    from transports.registry import parse_list
     from transports.store import read_jsonl
 
-    from .replay import done_keys, load_replies, replay
+    from .replay import done_keys, is_harness_error, load_replies, replay
 
-    names = parse_list(transports)
+    names = transport_list(transports)
+    if out_path.is_dir():
+        fail(f"--out {out_path}: is a directory (give the results JSONL file)")
     stored = load_replies(replies)
     before = len(done_keys(out_path))
     total = len(stored) * len(names)
@@ -78,14 +147,22 @@ def replay_cmd(
                                      on_record=lambda r: (fresh.append(r.model_dump(mode="json")), progress.advance(bar))))
     seconds = time.perf_counter() - start
     keys = {(r.reply_id, t) for r in stored for t in names}
-    recorded = [r for r in read_jsonl(out_path) if (r.get("reply_id"), r.get("transport")) in keys]
+    recorded = latest([r for r in read_jsonl(out_path) if (r.get("reply_id"), r.get("transport")) in keys],
+                      is_harness_error)
+    errors = [r for r in recorded if is_harness_error(r)]
     doc = {"replies": len(stored), "transports": names, "executed_now": n, "already_recorded": total - n,
-           "seconds": round(seconds, 3), "out": str(out_path), "cells": summarize(recorded)}
+           "errors": len(errors), "seconds": round(seconds, 3), "out": str(out_path), "cells": summarize(recorded)}
     if as_json:
         print_json(doc)
     else:
         print_summary(doc["cells"], f"replay of {len(stored)} replies x {len(names)} transports -> {out_path}")
         err.print(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s")
+    for r in errors[:10]:
+        err.print(f"error: {r['task_id']} {r['contract']} x {r['transport']}: {r['error']}", markup=False, style="red")
+    if errors:
+        err.print(f"{len(errors)} execution(s) failed in the harness (recorded with 'error' in {out_path}); "
+                  "rerun the same command to retry them")
+    raise typer.Exit(1 if errors else 0)
 
 
 # ---------------------------------------------------------------- run
@@ -124,30 +201,29 @@ def run_cmd(
     as_json: bool = JSON_OPT,
 ) -> None:
     """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out."""
-    import os
     import time
 
-    from transports.registry import parse_list
     from transports.store import read_jsonl
 
     from .campaign import Campaign, Plan, Progress
-    from .contracts import check_contract
+    from .native import NativeExecutor
     from .providers.factory import make_provider
     from .providers.retry import RetryPolicy
 
-    names = parse_list(transports)
-    contract_list = [check_contract(c.strip()) for c in contracts.split(",") if c.strip()]
-    if not contract_list:
-        fail("--contracts: no contract given")
-    efforts = [e.strip() for e in effort.split(",")]
+    names = transport_list(transports)
+    contract_names = contract_list(contracts)
+    efforts = effort_list(effort)
     try:
         providers = [make_provider(model, base_url, e, parse_params(params), retry=RetryPolicy(tries=max_tries),
                                    timeout_s=timeout) for e in efforts]
     except ValueError as e:
         fail(str(e))
-    plan = Plan(tasks=select(tasks), contracts=contract_list, transports=names, draws=draws,
+    plan = Plan(tasks=select(tasks), contracts=contract_names, transports=names, draws=draws,
                 api_concurrency=api_concurrency, exec_concurrency=exec_concurrency or os.cpu_count() or 2,
                 server_url=server)
+    if server and "native" in contract_names:
+        anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
+    check_out_dir(out_dir)
     progress, gen_bar = progress_bar(0, "generate")
     exec_bar = progress.add_task("execute", total=0)
     totals = {"gen": 0, "exec": 0}
@@ -200,13 +276,11 @@ def demo_cmd(
     import tempfile
     import time
 
-    from transports.registry import parse_list
-
     from .campaign import Progress
     from .demo import AGENTS, CONTRACTS, run_demo
     from .report import compute, load_records, render_terminal, write_html
 
-    names = parse_list(transports)
+    names = transport_list(transports)
     where = out_dir or Path(tempfile.mkdtemp(prefix="quotebench-demo-"))
     progress, gen_bar = progress_bar(0, "generate")
     exec_bar = progress.add_task("execute", total=0)

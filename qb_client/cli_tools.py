@@ -65,12 +65,12 @@ def bench_cmd(
     as_json: bool = JSON_OPT,
 ) -> None:
     """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
-    from transports.registry import parse_list
-
     from .bench import mcp_paths, run_bench
+    from .cli_runs import transport_list
 
+    names = transport_list(transports)
     err.print("quotebench bench: measuring (a minute or two)...")
-    doc = run_bench(n, parse_list(transports), replay=replay, mcp=mcp_paths if mcp else None)
+    doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None)
     if as_json:
         print_json(doc)
         return

@@ -25,7 +25,14 @@ def fail(message: str) -> NoReturn:
 
 
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    """One JSON document on stdout, always valid UTF-8: a lone surrogate (from input that was not valid
+    UTF-8) cannot be encoded, so then the whole document is written with ``\\uXXXX`` escapes instead."""
+    text = json.dumps(doc, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(doc, ensure_ascii=True, indent=2)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -29,7 +29,20 @@ from .contracts import ToolSpec
 
 
 class NativeError(RuntimeError):
-    """The MCP path itself failed (server unreachable, no control surface); recorded as an error."""
+    """The MCP path itself failed (server unreachable, no control surface). Before a campaign starts it is
+    bad input (one line, exit 2); during one, an execution that hits it is recorded as an error."""
+
+
+def _leaf(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
+def _one_line(e: BaseException) -> str:
+    leaf = _leaf(e)
+    text = " ".join(str(leaf).split())
+    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
 class NativeExecutor:
@@ -45,19 +58,36 @@ class NativeExecutor:
 
     async def __aenter__(self) -> "NativeExecutor":
         await self._stack.__aenter__()
-        if self.server_url:
-            client = await self._stack.enter_async_context(Client(self.server_url))
-            names = [t.name for t in (await client.list_tools()).tools]
-            if "qb_select_task" not in names:
-                raise NativeError(f"--server {self.server_url}: start it with `quotebench serve --control` "
-                                  "(the driver needs qb_select_task)")
-            self._clients["*"] = client
-        else:
-            for t in self.transports:
-                app = build_app(transport=t, control=True)
-                self._apps.append(app)
-                self._clients[t] = await self._stack.enter_async_context(Client(app.mcp))
+        try:
+            if self.server_url:
+                await self._connect(self.server_url)
+            else:
+                for t in self.transports:
+                    app = build_app(transport=t, control=True)
+                    self._apps.append(app)
+                    self._clients[t] = await self._stack.enter_async_context(Client(app.mcp))
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
+
+    async def _connect(self, url: str) -> None:
+        """Connect to a running server; unreachable, not MCP or without the controls is a NativeError."""
+        try:
+            client = await self._stack.enter_async_context(Client(url))
+            names = [t.name for t in (await client.list_tools()).tools]
+        except Exception as e:  # noqa: BLE001 - connection refused, not an MCP endpoint, ... (often in a group)
+            raise NativeError(f"--server {url}: cannot use it as an MCP server ({_one_line(e)})") from None
+        if "qb_select_task" not in names:
+            raise NativeError(f"--server {url}: start it with `quotebench serve --control` "
+                              "(the driver needs qb_select_task)")
+        self._clients["*"] = client
+
+    @classmethod
+    async def probe(cls, server_url: str) -> None:
+        """Connect and disconnect: a bad ``--server`` is found before a campaign does any work."""
+        async with cls([], server_url):
+            pass
 
     async def __aexit__(self, *exc: Any) -> None:
         await self._stack.__aexit__(*exc)

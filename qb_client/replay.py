@@ -5,12 +5,27 @@ store and executed once per transport, in a fresh sandbox each time. Output is
 append-only and keyed by (reply_id, transport), so a rerun with the same
 ``--out`` executes only what is missing, and a killed replay loses nothing it
 had recorded.
+
+An unexpected exception in one execution (a bug, an OS limit such as E2BIG)
+never stops the others: it becomes a record whose ``error`` is ``"harness:
+Type: message"`` (verdict failed, ``transport_error`` null, nothing received),
+which the report counts as an error and leaves out of every rate. Such a
+record does not count as done, so a rerun with the same ``--out`` tries that
+pair again.
+
+The store is read as ``run --model replay:FILE`` reads it (a missing
+``contract`` is ``raw``, a missing ``draw`` 0; R is the stored ``command``, else
+extracted from ``reply`` and, for native, from ``tool_calls``). A line that is
+not JSON but starts with ``{`` is a record torn by a kill (a resumed writer
+carries on after it) and is skipped with a warning; other bad lines are
+refused with one line naming the file and line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +33,20 @@ from typing import Any
 
 import anyio
 
+from pydantic import ValidationError
+
 from tasks.load import UnknownTaskError, get_task
-from transports.execute import execute, no_command_record
+from tasks.validate import CheckResult, Verdict
+from transports.base import Delivery
+from transports.execute import build_record, execute, no_command_record
 from transports.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
 from transports.store import JsonlWriter, read_jsonl
 
 from .console import fail
+
+HARNESS = "harness"
+"""Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
 
 
 @dataclass
@@ -43,8 +65,15 @@ class StoredReply:
     generate_ms: float | None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """JSON values per line; undecodable bytes survive as lone surrogates so they reach the transport check."""
+def _warn(message: str) -> None:
+    print(f"quotebench: warning: {message}", file=sys.stderr)
+
+
+def _lines(path: Path, torn: list[int]) -> Iterator[tuple[int, Any]]:
+    """JSON values per line; undecodable bytes survive as lone surrogates so they reach the transport check.
+
+    A line that does not parse but starts with ``{`` is a torn record (a kill mid-write, after which a
+    resumed writer went on): skipped, its number appended to ``torn``; any other bad line is refused."""
     try:
         fh = open(path, "rb")
     except OSError as e:
@@ -54,16 +83,44 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield n, json.loads(raw.decode("utf-8", errors="surrogateescape"))
+                value = json.loads(raw.decode("utf-8", errors="surrogateescape"))
             except ValueError as e:
+                if raw.lstrip().startswith(b"{"):
+                    torn.append(n)
+                    continue
                 fail(f"{path}: line {n}: not valid JSON ({str(e).splitlines()[0]})")
+            yield n, value
+
+
+def torn_warning(path: Path | str, torn: list[int]) -> str:
+    where = ", ".join(str(n) for n in torn[:5]) + (" ..." if len(torn) > 5 else "")
+    return f"{path}: skipped {len(torn)} torn line(s) that are not complete JSON (line {where})"
+
+
+def no_replies(path: Path | str, torn: list[int]) -> str:
+    """The error for a store without a usable line (saying so when torn lines were all it had)."""
+    if torn:
+        return f"{torn_warning(path, torn)}, and holds no replies"
+    return f"{path}: holds no replies"
+
+
+def _is_envelope(reply: str | None) -> bool:
+    """Whether ``reply`` is already a native reply as a campaign stores it (``{"text", "tool_calls"}``)."""
+    if not reply:
+        return False
+    try:
+        value = json.loads(reply)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "tool_calls" in value
 
 
 def load_replies(path: Path) -> list[StoredReply]:
-    from .contracts import extract_command
+    from .contracts import ToolCall, UnknownContractError, check_contract, extract_command
 
     replies = []
-    for n, obj in _lines(path):
+    torn: list[int] = []
+    for n, obj in _lines(path, torn):
         where = f"{path}: line {n}"
         if not isinstance(obj, dict):
             fail(f"{where}: not a JSON object")
@@ -74,8 +131,8 @@ def load_replies(path: Path) -> list[StoredReply]:
             get_task(task_id)
         except UnknownTaskError:
             fail(f"{where}: field 'task_id': unknown task '{task_id}'")
-        command, reply = obj.get("command"), obj.get("reply")
-        if command is None and reply is None:
+        command, reply, raw_calls = obj.get("command"), obj.get("reply"), obj.get("tool_calls")
+        if command is None and reply is None and raw_calls is None:
             fail(f"{where}: needs a 'command' or a 'reply' field")
         for name, value in (("command", command), ("reply", reply)):
             if value is not None and not isinstance(value, str):
@@ -84,31 +141,74 @@ def load_replies(path: Path) -> list[StoredReply]:
         draw = obj.get("draw", 0)
         if not isinstance(contract, str):
             fail(f"{where}: field 'contract' is not a string")
-        if not isinstance(draw, int):
+        try:
+            check_contract(contract)
+        except UnknownContractError as e:
+            fail(f"{where}: field 'contract': {e}")
+        if not isinstance(draw, int) or isinstance(draw, bool):
             fail(f"{where}: field 'draw' is not an integer")
+        calls: list[ToolCall] = []
+        if raw_calls is not None:
+            if not isinstance(raw_calls, list):
+                fail(f"{where}: field 'tool_calls' is not a list")
+            for k, c in enumerate(raw_calls):
+                try:
+                    calls.append(ToolCall.model_validate(c))
+                except ValidationError as e:
+                    err = e.errors()[0]
+                    loc = ".".join(str(p) for p in err["loc"])
+                    fail(f"{where}: field 'tool_calls.{k}{'.' + loc if loc else ''}': {err['msg']}")
         try:
             config = ConfigInfo.model_validate(obj.get("config") or {"provider": "replay", "model": path.name})
         except ValueError as e:
             fail(f"{where}: field 'config': {str(e).splitlines()[0]}")
         reason = None
         if command is None:
-            command, reason = extract_command(reply, contract)
-        reply_text = reply if reply is not None else command
+            # as ReplayProvider does: the text for text contracts, the first tool call for native
+            command, reason = extract_command(reply or "", contract, calls)
+        if contract == "native" and raw_calls is not None and not _is_envelope(reply):
+            # the full reply, as a campaign records a native one: the text and the tool calls
+            reply_text = json.dumps({"text": reply or "", "tool_calls": [c.model_dump(mode="json") for c in calls]},
+                                    ensure_ascii=False)
+        elif reply is not None:
+            reply_text = reply
+        else:
+            reply_text = command
         rid = obj.get("reply_id") or reply_id_for(task_id, reply_text or "", f"{config.label}\0{contract}\0{draw}")
         usage = Usage.model_validate(obj.get("usage") or {}) if isinstance(obj.get("usage"), dict) else Usage()
         timing = obj.get("timing") if isinstance(obj.get("timing"), dict) else {}
         replies.append(StoredReply(str(rid), task_id, contract, draw, config, reply_text or "", command, reason,
                                    usage, timing.get("generate_ms")))
     if not replies:
-        fail(f"{path}: holds no replies")
+        fail(no_replies(path, torn))
+    if torn:
+        _warn(torn_warning(path, torn))
     return replies
 
 
 def done_keys(out: Path) -> set[tuple[str, str]]:
-    """(reply_id, transport) pairs already recorded in ``out`` (a torn last line is ignored)."""
+    """(reply_id, transport) pairs already recorded in ``out`` (torn lines are ignored; so are harness-error
+    records, which a rerun tries again)."""
     if not out.exists():
         return set()
-    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out)}
+    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out) if not is_harness_error(r)}
+
+
+def is_harness_error(record: dict[str, Any]) -> bool:
+    return str(record.get("error") or "").startswith(f"{HARNESS}:")
+
+
+def error_record(r: StoredReply, transport: str, run_id: str, extra_versions: dict[str, str],
+                 exc: BaseException) -> Record:
+    """The record of an execution that raised: nothing received, verdict failed, ``error`` says why."""
+    text = " ".join(str(exc).split())
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    verdict = Verdict(passed=False, checks=[CheckResult(check=HARNESS, ok=False, detail=what)])
+    record = build_record(get_task(r.task_id), transport, r.command, Delivery(received=None, execution=None),
+                          verdict, reply=r.reply, run_id=run_id, reply_id=r.reply_id, config=r.config,
+                          contract=r.contract, draw=r.draw, usage=r.usage, generate_ms=r.generate_ms,
+                          extra_versions=extra_versions, error=f"{HARNESS}: {what}")
+    return record.model_copy(update={"damaged": False})  # nothing was delivered, so nothing was damaged
 
 
 async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions: dict[str, str]) -> Record:
@@ -123,6 +223,7 @@ async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions
 async def replay(replies: list[StoredReply], transports: list[str], out: Path, *,
                  concurrency: int | None = None, on_record: Callable[[Record], None] | None = None) -> int:
     """Execute every (reply, transport) pair missing from ``out``; returns how many were executed now."""
+    transports = list(dict.fromkeys(transports))
     done = done_keys(out)
     todo = [(r, t) for r in replies for t in transports if (r.reply_id, t) not in done]
     if not todo:
@@ -131,8 +232,12 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     limiter = anyio.CapacityLimiter(concurrency or os.cpu_count() or 2)
     with JsonlWriter(out) as writer:
         async def one(r: StoredReply, t: str) -> None:
+            extra = {"replay": "1"}
             async with limiter:
-                record = await replay_one(r, t, run_id, {"replay": "1"})
+                try:
+                    record = await replay_one(r, t, run_id, extra)
+                except Exception as e:  # noqa: BLE001 - one execution must never abort the replay
+                    record = error_record(r, t, run_id, extra, e)
             writer.write(record)
             if on_record:
                 on_record(record)

@@ -25,7 +25,8 @@ from transports.record import Record
 from transports.sandbox import Limits
 
 from .config import (
-    DEFAULT_IDLE_S, DEFAULT_TASK, ServerConfig, check_idle, check_tool_name, resolve_task, resolve_transport,
+    DEFAULT_IDLE_S, DEFAULT_TASK, ServerConfig, check_idle, check_record, check_tool_name, resolve_task,
+    resolve_transport,
 )
 from .sessions import Serving, SessionKey, SessionManager, key_for
 from .tools import make_mcp
@@ -37,10 +38,11 @@ class QBServer:
     def __init__(self, config: ServerConfig, serving: Serving = "inproc") -> None:
         check_tool_name(config.tool_name)
         check_idle(config.idle_timeout_s)
-        self.config = config
-        self.serving: Serving = serving
         self.transport = resolve_transport(config.transport)
         self.task = resolve_task(config.task)
+        check_record(config.record)
+        self.config = config
+        self.serving: Serving = serving
         self.sessions = SessionManager(config, self.transport, self.task)
         self.mcp: MCPServer = make_mcp(self)
 

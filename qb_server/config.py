@@ -70,6 +70,23 @@ def check_tool_name(name: str) -> str:
     return name
 
 
+def check_record(path: str | Path | None) -> Path | None:
+    """The ``--record`` file: appendable (made, with its directory, if missing); a directory or an
+    unwritable place is a one-line ``ValueError``."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--record {p}: is a directory (give a JSONL file to append records to)")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "ab"):
+            pass
+    except OSError as e:
+        raise ValueError(f"--record {p}: cannot write: {e.strerror or e}") from None
+    return p
+
+
 def check_idle(seconds: float) -> float:
     if not seconds > 0:
         raise ValueError(f"idle timeout must be a positive number of seconds, not {seconds}")

@@ -27,6 +27,14 @@ Ends
     ending in ``-session-end``) and deletes the sandbox. A reset or a task
     change ends the sandbox the same way (reason ``reset``).
 
+Record ids
+    Each :class:`Session` object draws a short random ``uid`` (8 hex digits),
+    and its records' ``reply_id`` is ``mcp-<label>-<uid>-<n>`` (``<n>`` counts
+    its calls from 1) or ``mcp-<label>-<uid>-session-end[-<k>]``. A client that
+    reuses a ``_meta`` id after ending its session, or a restarted server, gets
+    a new ``uid``, so ids never repeat across sessions and the report keeps
+    separate sessions apart.
+
 Calls of one session are serialised by a lock: the sandbox is one working
 directory, and the records must say in which order its state changed.
 """
@@ -147,6 +155,8 @@ class Session:
 
     def __init__(self, key: SessionKey, task: Task) -> None:
         self.key = key
+        self.uid = uuid.uuid4().hex[:8]
+        """Sets this session's record ids apart from those of any other session with the same key."""
         self.task = task
         self.sandbox: Sandbox | None = None
         self.lock = anyio.Lock()
@@ -235,7 +245,8 @@ class SessionManager:
             session.calls += 1
             record = build_record(
                 session.task, self.transport.name, command, delivery, verdict,
-                reply=command, run_id=self.config.run_id, reply_id=f"mcp-{session.key.label}-{session.calls}",
+                reply=command, run_id=self.config.run_id,
+                reply_id=f"mcp-{session.key.label}-{session.uid}-{session.calls}",
                 config=ConfigInfo(provider="mcp", model=session.client), contract="native",
                 extra_versions=self._versions,
             )
@@ -265,7 +276,8 @@ class SessionManager:
             suffix = SESSION_END if session.ends == 1 else f"{SESSION_END}-{session.ends}"
             record = build_record(
                 session.task, self.transport.name, None, Delivery(received=None, execution=None), verdict,
-                reply="", run_id=self.config.run_id, reply_id=f"mcp-{session.key.label}-{suffix}",
+                reply="", run_id=self.config.run_id,
+                reply_id=f"mcp-{session.key.label}-{session.uid}-{suffix}",
                 config=ConfigInfo(provider="mcp", model=session.client), contract="native",
                 extra_versions=self._versions, error=f"{SESSION_END}: {reason}",
             )

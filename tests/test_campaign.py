@@ -208,3 +208,228 @@ def test_an_effort_ladder_runs_one_config_per_rung(tmp_path: Path) -> None:
     records = lines(tmp_path / "results.jsonl")
     assert collections.Counter(x["config"]["effort"] for x in records) == {"low": 8, "high": 8}
     assert len({x["reply_id"] for x in records}) == 8  # each rung's replies are its own
+
+
+# ---------------------------------------------------------------- in-process: errors never abort, resume identity
+
+
+def run_campaign(provider, out: Path, tasks: str = "file-write/*", contracts: tuple[str, ...] = ("raw",),
+                 transports: tuple[str, ...] = ("raw", "nested")):
+    import anyio
+
+    from qb_client.campaign import Campaign, Plan
+    from tasks.load import select
+
+    plan = Plan(tasks=select(tasks), contracts=list(contracts), transports=list(transports), exec_concurrency=4)
+    return anyio.run(Campaign(provider, plan, out).run)
+
+
+def test_an_exception_in_one_execution_is_an_error_line_and_the_campaign_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import qb_client.campaign as campaign
+    from qb_client.providers import make_provider
+
+    real = campaign.execute
+
+    async def flaky(task, transport, command, **fields):
+        if task.id == "file-write/h2" and transport == "nested":
+            raise OSError(7, "Argument list too long")
+        return await real(task, transport, command, **fields)
+
+    monkeypatch.setattr(campaign, "execute", flaky)
+    outcome = run_campaign(make_provider("reference"), tmp_path)
+    assert outcome.executed == 7 and len(outcome.errors) == 1
+    records = lines(tmp_path / "results.jsonl")
+    assert len(records) == 7 and ("file-write/h2", "nested") not in {(x["task_id"], x["transport"]) for x in records}
+    [error] = lines(tmp_path / "errors.jsonl")
+    rid = next(x["reply_id"] for x in lines(tmp_path / "replies.jsonl") if x["task_id"] == "file-write/h2")
+    assert {k: error[k] for k in ("stage", "task_id", "contract", "transport", "reply_id", "error")} == {
+        "stage": "execute", "task_id": "file-write/h2", "contract": "raw", "transport": "nested", "reply_id": rid,
+        "error": "OSError: [Errno 7] Argument list too long"}
+    # the rerun does only the failed execution
+    monkeypatch.setattr(campaign, "execute", real)
+    again = run_campaign(make_provider("reference"), tmp_path)
+    assert (again.generated, again.executed, again.errors) == (0, 1, [])
+    assert len(lines(tmp_path / "results.jsonl")) == 8
+
+
+def test_an_exception_in_one_generation_is_an_error_line_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    from qb_client.providers.offline import ReferenceProvider
+
+    class Broken(ReferenceProvider):
+        async def generate(self, request):
+            if request.task.id == "file-write/h1":
+                raise KeyError("choices")  # a provider bug, not a ProviderError
+            return await super().generate(request)
+
+    outcome = run_campaign(Broken(), tmp_path)
+    assert outcome.generated == 3 and outcome.executed == 6
+    [error] = lines(tmp_path / "errors.jsonl")
+    assert error["stage"] == "generate" and error["task_id"] == "file-write/h1" and error["contract"] == "raw"
+    assert error["error"] == "KeyError: 'choices'" and error["reply_id"].startswith("r-")
+
+
+def test_replay_records_an_exception_in_one_execution_and_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    import qb_client.replay as replay
+    from qb_client.replay import done_keys, load_replies
+
+    store = tmp_path / "replies.jsonl"
+    store.write_text("".join(json.dumps({"task_id": f"file-write/{t}", "command": "echo hello world > out.txt"}) + "\n"
+                             for t in ("control", "h1")))
+    real = replay.execute
+
+    async def flaky(task, transport, command, **fields):
+        if task.id == "file-write/h1" and transport == "raw":
+            raise OSError(7, "Argument list too long")
+        return await real(task, transport, command, **fields)
+
+    monkeypatch.setattr(replay, "execute", flaky)
+    out = tmp_path / "results.jsonl"
+    stored = load_replies(store)
+    assert anyio.run(lambda: replay.replay(stored, ["raw", "nested"], out)) == 4
+    records = lines(out)
+    assert len(records) == 4
+    [bad] = [x for x in records if x["error"]]
+    assert (bad["task_id"], bad["transport"]) == ("file-write/h1", "raw")
+    assert bad["error"] == "harness: OSError: [Errno 7] Argument list too long"
+    assert not bad["verdict"]["passed"] and bad["transport_error"] is None and bad["received"] is None
+    assert bad["command"] == "echo hello world > out.txt" and not bad["damaged"]
+    assert len(done_keys(out)) == 3  # the failed pair is not done: a rerun retries it
+    monkeypatch.setattr(replay, "execute", real)
+    assert anyio.run(lambda: replay.replay(stored, ["raw", "nested"], out)) == 1
+    assert len(done_keys(out)) == 4
+
+
+def test_replay_command_exits_1_and_says_so_when_an_execution_failed(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_text(json.dumps({"task_id": "file-write/control", "command": "echo hello world > out.txt"}) + "\n")
+    out = tmp_path / "results.jsonl"
+    code = ("import sys, qb_client.replay as r\n"
+            "async def boom(*a, **k): raise RuntimeError('boom')\n"
+            "r.execute = boom\n"
+            "from qb_client.cli import main; main()")
+    p = subprocess.run([sys.executable, "-c", code, "replay", str(store), "--transports", "raw", "--out", str(out),
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "RuntimeError: boom" in p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["errors"] == 1 and doc["cells"]["raw x raw"]["errors"] == 1 and doc["cells"]["raw x raw"]["n"] == 0
+
+
+def test_resume_never_reuses_replies_of_another_prompt_or_suite_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import qb_client.campaign as campaign
+    from qb_client.providers import make_provider
+
+    first = run_campaign(make_provider("reference"), tmp_path, transports=("raw",))
+    assert first.generated == 4
+    assert run_campaign(make_provider("reference"), tmp_path, transports=("raw",)).generated == 0
+    monkeypatch.setattr(campaign, "PROMPT_VERSION", "p-next")
+    assert run_campaign(make_provider("reference"), tmp_path, transports=("raw",)).generated == 4
+    monkeypatch.setattr(campaign, "versions", lambda: {"quotebench": "0", "suite": "v2-other"})
+    assert run_campaign(make_provider("reference"), tmp_path, transports=("raw",)).generated == 4
+    assert len({x["reply_id"] for x in lines(tmp_path / "replies.jsonl")}) == 12
+
+
+def test_records_carry_the_versions_their_reply_was_made_under(tmp_path: Path) -> None:
+    from qb_client.providers import make_provider
+
+    run_campaign(make_provider("reference"), tmp_path, transports=("raw",))
+    replies = lines(tmp_path / "replies.jsonl")
+    for x in replies:  # as if generated by an older package, under the same prompt and suite
+        x["versions"]["quotebench"] = "0.0.1-old"
+    (tmp_path / "replies.jsonl").write_text("".join(json.dumps(x) + "\n" for x in replies))
+    (tmp_path / "results.jsonl").unlink()
+    outcome = run_campaign(make_provider("reference"), tmp_path, transports=("raw",))
+    assert (outcome.generated, outcome.executed) == (0, 4)
+    assert {x["versions"]["quotebench"] for x in lines(tmp_path / "results.jsonl")} == {"0.0.1-old"}
+
+
+def test_replay_provider_and_replay_command_agree_on_reply_ids_and_commands(tmp_path: Path) -> None:
+    store = tmp_path / "store.jsonl"
+    cfg = {"provider": "anthropic", "model": "m", "effort": "high", "params": {}}
+    args = json.dumps({"command": "echo hello world > out.txt"})
+    store.write_text("".join(json.dumps(x) + "\n" for x in [
+        {"task_id": "file-write/control", "reply_id": "stored-1", "command": "echo hello world > out.txt",
+         "config": cfg},
+        {"task_id": "file-write/control", "reply_id": "stored-2", "contract": "native", "reply": "",
+         "tool_calls": [{"name": "bash", "arguments": args}], "config": cfg},
+    ]))
+    campaign_dir = tmp_path / "run"
+    run_args = ["run", "--model", f"replay:{store}", "--tasks", "file-write/control", "--contracts", "raw,native",
+                "--transports", "raw", "--out", str(campaign_dir), "--json"]
+    r = qb(*run_args)
+    assert r.returncode == 0, r.stderr
+    replayed = tmp_path / "replayed.jsonl"
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(replayed), "--json")
+    assert r.returncode == 0, r.stderr
+
+    def view(path: Path) -> list[tuple]:
+        return sorted((x["reply_id"], x["contract"], x["command"], x["verdict"]["passed"]) for x in lines(path))
+
+    assert view(campaign_dir / "results.jsonl") == view(replayed) == [
+        ("stored-1", "raw", "echo hello world > out.txt", True),
+        ("stored-2", "native", "echo hello world > out.txt", True)]
+    # resume is keyed on the stored ids too: nothing to do the second time
+    again = json.loads(qb(*run_args).stdout)
+    assert (again["generated"], again["executed"]) == (0, 0)
+
+
+def test_repeated_transports_and_contracts_are_done_once(tmp_path: Path) -> None:
+    r = qb("run", "--model", "reference", "--tasks", "file-write/control", "--contracts", "raw,raw,disclosed,raw",
+           "--transports", "raw,nested,raw", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["generated"], doc["executed"]) == (2, 4)
+    assert len(lines(tmp_path / "results.jsonl")) == 4
+
+
+@pytest.mark.parametrize("effort, expect", [
+    ("low,,high", "--effort 'low,,high': an empty rung"),
+    ("low,", "an empty rung"),
+    ("low,high,low", "rung 'low' is given twice"),
+])
+def test_bad_effort_ladders_are_one_line_errors(tmp_path: Path, effort: str, expect: str) -> None:
+    r = qb("run", "--model", "reference", "--effort", effort, "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_server_and_out_are_one_line_errors_before_any_work(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    cases = [
+        (["--contracts", "native", "--server", "http://127.0.0.1:1/mcp", "--out", str(tmp_path / "o1")],
+         "--server http://127.0.0.1:1/mcp: cannot use it as an MCP server"),
+        (["--contracts", "raw", "--out", str(afile)], f"--out {afile}: exists and is not a directory"),
+    ]
+    for args, expect in cases:
+        r = qb("run", "--model", "reference", "--tasks", "file-write/control", *args)
+        assert r.returncode == 2, r.stderr
+        assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "o1").exists()
+
+
+def test_a_server_without_control_is_a_one_line_error(tmp_path: Path) -> None:
+    import re
+
+    server = subprocess.Popen([*QB, "serve", "--http", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = None
+        assert server.stderr is not None
+        for line in server.stderr:
+            if m := re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line):
+                url = m.group(1)
+                break
+        assert url, "the server did not print its address"
+        r = qb("run", "--model", "reference", "--contracts", "native", "--tasks", "file-write/control",
+               "--server", url, "--out", str(tmp_path / "out"))
+        assert r.returncode == 2 and "start it with `quotebench serve --control`" in r.stderr
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        assert not (tmp_path / "out").exists()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(20)

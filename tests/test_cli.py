@@ -127,7 +127,9 @@ def test_replay_records_unrepresentable_replies_as_transport_errors(tmp_path: Pa
 
 
 @pytest.mark.parametrize("content, expect", [
-    (b"{not json}\n", "line 1: not valid JSON"),
+    (b"[not json\n", "line 1: not valid JSON"),
+    (b"not json\n", "line 1: not valid JSON"),
+    (b"{not json}\n", "skipped 1 torn line(s) that are not complete JSON (line 1), and holds no replies"),
     (b'{"command": "true"}\n', "line 1: field 'task_id'"),
     (b'{"task_id": "nope/x", "command": "true"}\n', "unknown task 'nope/x'"),
     (b'{"task_id": "file-write/h1"}\n', "needs a 'command' or a 'reply'"),
@@ -155,3 +157,90 @@ def test_replay_resumes_after_a_torn_kill(tmp_path: Path) -> None:
     records = [json.loads(x) for x in out.read_text().splitlines() if x.startswith("{") and x.endswith("}")]
     assert len({(r["reply_id"], r["transport"]) for r in records}) == len(records) == 8
     assert sum(c["n"] for c in again["cells"].values()) == 8
+
+
+def test_replay_skips_a_torn_line_in_the_middle_of_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    good = json.dumps({"task_id": "file-write/control", "command": "echo hello world > out.txt"})
+    # a kill tore line 2; a resumed writer added the newline and appended line 3
+    store.write_text(good + "\n" + '{"task_id": "file-write/h1", "comm\n'
+                     + json.dumps({"task_id": "file-write/h1", "command": "echo x > out.txt"}) + "\n")
+    out = tmp_path / "results.jsonl"
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["replies"] == 2
+    assert f"{store}: skipped 1 torn line(s) that are not complete JSON (line 2)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b'{"task_id": "file-write/h1", "command": "true"}\ngarbage\n', "line 2: not valid JSON"),
+    (b'{"task_id": "file-write/h1", "command": "true", "contract": "nested"}\n',
+     "line 1: field 'contract': unknown contract 'nested'"),
+    (b'{"task_id": "file-write/h1", "reply": "true", "contract": "telepathy"}\n',
+     "line 1: field 'contract': unknown contract 'telepathy'"),
+    (b'{"task_id": "file-write/h1", "contract": "native", "tool_calls": [{"name": 3}]}\n',
+     "line 1: field 'tool_calls.0.name'"),
+])
+def test_bad_store_lines_name_the_file_and_line(tmp_path: Path, content: bytes, expect: str) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_bytes(content)
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(tmp_path / "out.jsonl"))
+    assert r.returncode == 2 and f"{store}: {expect}" in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_replay_uses_a_native_lines_tool_calls(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    call = {"name": "bash", "arguments": json.dumps({"command": "echo hello world > out.txt"})}
+    store.write_text(json.dumps({"task_id": "file-write/control", "contract": "native", "reply": "",
+                                 "tool_calls": [call]}) + "\n")
+    out = tmp_path / "results.jsonl"
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    [rec] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rec["command"] == "echo hello world > out.txt" and rec["verdict"]["passed"]
+    assert json.loads(rec["reply"]) == {"text": "", "tool_calls": [{**call, "id": None}]}
+
+
+def test_exec_json_is_valid_utf8_even_for_a_command_that_is_not() -> None:
+    r = subprocess.run([*QB, "exec", "--task", "file-write/control", "--transport", "raw", "--command",
+                        b"echo \xff > out.txt", "--json"], capture_output=True, timeout=120)
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    doc = json.loads(r.stdout.decode("utf-8"))  # strict: no lone surrogate reached stdout
+    assert doc["command"] == "echo \udcff > out.txt" and doc["transport_error"]
+
+
+def test_serve_record_into_a_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    r = subprocess.run([*QB, "serve", "--record", str(tmp_path)], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and f"--record {tmp_path}: is a directory" in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_replay_out_into_a_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    store = tmp_path / "replies.jsonl"
+    store.write_text(json.dumps({"task_id": "file-write/control", "command": "true"}) + "\n")
+    r = qb("replay", str(store), "--transports", "raw", "--out", str(tmp_path))
+    assert r.returncode == 2 and "is a directory" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_known_errors_inside_a_task_group_are_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from qb_client import cli
+    from qb_client.console import BadInput
+
+    def grouped() -> None:
+        raise ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [BadInput("f: line 3: bad")])])
+
+    monkeypatch.setattr(cli, "app", grouped)
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2 and capsys.readouterr().err == "quotebench: error: f: line 3: bad\n"
+
+    def two() -> None:
+        raise ExceptionGroup("two", [BadInput("a"), BadInput("b")])
+
+    monkeypatch.setattr(cli, "app", two)
+    with pytest.raises(ExceptionGroup):  # a real group of several is not hidden
+        cli.main()

@@ -144,6 +144,7 @@ def test_bad_options_fail_before_serving(tmp_path: Path) -> None:
         ({"http": "0.0.0.0:8765"}, "not a loopback address"),
         ({"http": "127.0.0.1:8765", "allow_remote": True}, "needs a bearer token"),
         ({"http": "nonsense"}, "expected HOST:PORT"),
+        ({"record": str(tmp_path)}, f"--record {tmp_path}: is a directory"),
     ]:
         with pytest.raises(ValueError, match=re.escape(text)) as info:
             serve(**kwargs)
@@ -357,6 +358,29 @@ async def test_control_tools_select_reset_and_records(tmp_path: Path) -> None:
     await app.aclose()
 
 
+async def test_reply_ids_never_repeat_across_sessions_that_reuse_a_meta_id(tmp_path: Path) -> None:
+    from qb_client.report import load_records
+
+    record = tmp_path / "r.jsonl"
+    for _ in range(2):  # a second server run appends to the same file
+        app = build_app(control=True, record=record)
+        async with Client(app.mcp) as client:
+            for command in (WRITE, "echo wrong > out.txt"):  # two sessions, one _meta id
+                await client.call_tool("bash", {"command": command}, meta=_meta("harness-1"))
+                await client.call_tool("qb_end_session", {}, meta=_meta("harness-1"))
+        await app.aclose()
+    recs = _lines(record)
+    ids = [x["reply_id"] for x in recs]
+    assert len(recs) == 8 and len(set(ids)) == 8
+    assert all(re.fullmatch(r"mcp-meta-harness-1-[0-9a-f]{8}-(1|session-end)", i) for i in ids)
+    assert len({i.rsplit("-", 2)[0] if i.endswith("session-end") else i.rsplit("-", 1)[0] for i in ids}) == 4
+    # the report keeps the four sessions' calls apart (same task, draw 0)
+    warnings: list[str] = []
+    calls = load_records([record], warn=warnings.append)
+    assert [c["command"] for c in calls] == [WRITE, "echo wrong > out.txt"] * 2
+    assert not any("duplicate" in w for w in warnings)
+
+
 async def test_run_command_in_process_returns_the_record() -> None:
     app = build_app("nested")
     rec = await app.run_command(WRITE, sandbox="driver")
@@ -374,7 +398,9 @@ async def test_idle_sessions_are_ended(tmp_path: Path) -> None:
         await client.call_tool("bash", {"command": WRITE}, meta=_meta("a"))
         await anyio.sleep(0.3)
         await client.call_tool("bash", {"command": "true"}, meta=_meta("b"))  # sweeps on arrival
-    assert [(e["reply_id"], e["error"]) for e in _ends(record)] == [("mcp-meta-a-session-end", "session-end: idle")]
+    ends = _ends(record)
+    assert [e["error"] for e in ends] == ["session-end: idle"]
+    assert re.fullmatch(r"mcp-meta-a-[0-9a-f]{8}-session-end", ends[0]["reply_id"])
     await app.aclose()
 
 
@@ -404,5 +430,7 @@ async def test_sigkill_loses_no_recorded_call(tmp_path: Path, http_servers: list
             assert not r.is_error
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL
     calls = _lines(record)  # every line parses; nothing torn, nothing missing, no end (it was killed)
-    assert [c["reply_id"] for c in calls] == [f"mcp-meta-k-{i + 1}" for i in range(n)]
+    uid = calls[0]["reply_id"].split("-")[3]
+    assert re.fullmatch(r"[0-9a-f]{8}", uid)
+    assert [c["reply_id"] for c in calls] == [f"mcp-meta-k-{uid}-{i + 1}" for i in range(n)]
     assert [c["command"] for c in calls] == [f"echo {i} >> log.txt" for i in range(n)]

@@ -223,6 +223,9 @@ def test_params_pass_through_and_are_recorded(server: FakeServer) -> None:
     ("anthropic", {"output_config": {"effort": "low"}}, "--effort"),
     ("openai", {"reasoning": {"effort": "low"}}, "--effort"),
     ("openai-chat", {"reasoning_effort": "low"}, "may not set 'reasoning_effort'"),
+    ("openai-chat", {"reasoning": {"effort": "low"}}, "not in params 'reasoning.effort'"),
+    ("openai-chat", {"chat_template_kwargs": {"reasoning_effort": "low"}},
+     "not in params 'chat_template_kwargs.reasoning_effort'"),
     ("anthropic", {"messages": []}, "may not set 'messages'"),
     ("openai-chat", {"api_key": "x"}, "keys come from the environment"),
     ("anthropic", {"extra_headers": {"x": "y"}}, "keys come from the environment"),
@@ -278,6 +281,37 @@ def test_a_2xx_that_is_not_the_api_shape_is_an_error(server: FakeServer, kind: s
     p = provider(kind, server)
     assert str(fail(p)) == f"{kind}:test-model@unset: the response body is not valid JSON"
     assert "the response has no" in str(fail(p)) and len(server.seen) == 2
+
+
+def _malformed(kind: str, what: str) -> dict[str, Any]:
+    body = body_for(kind, "ls")
+    if what == "usage":
+        body["usage"][{"anthropic": "input_tokens", "openai": "input_tokens", "openai-chat": "prompt_tokens"}[kind]] = 1.5
+    elif what == "usage-text":
+        body["usage"]["output_tokens" if kind != "openai-chat" else "completion_tokens"] = "many"
+    elif kind == "anthropic":
+        body["stop_reason"] = ["end_turn"]
+    elif kind == "openai":
+        body["status"] = 7
+    else:
+        body["choices"][0]["finish_reason"] = 7
+    return body
+
+
+@pytest.mark.parametrize("what", ["usage", "usage-text", "stop"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_2xx_with_wrongly_typed_fields_is_a_provider_error(server: FakeServer, kind: str, what: str) -> None:
+    server.forever = Scripted(200, _malformed(kind, what))
+    err = fail(provider(kind, server))
+    assert str(err).startswith(f"{kind}:test-model@unset: the response is not the API's shape: field '")
+    assert not err.retryable and err.attempts == 1 and len(server.seen) == 1 and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_408_is_retried(server: FakeServer, kind: str) -> None:
+    server.queue(Scripted(408, error_body("request timeout")), Scripted(body=body_for(kind, "ls")))
+    gen = generate(provider(kind, server))
+    assert gen.text == "ls" and gen.attempts == 2 and len(server.seen) == 2
 
 
 def test_connection_errors_are_retried(server: FakeServer) -> None:
@@ -434,6 +468,18 @@ def test_replay_store_errors_name_the_file_and_line(tmp_path: Path, lines: list[
     with pytest.raises(ValueError, match=match) as info:
         make_provider(f"replay:{store}")
     assert str(store) in str(info.value)
+
+
+def test_replay_provider_skips_a_torn_line_in_the_middle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t0, t1 = (t.id for t in suite()[:2])
+    store = tmp_path / "replies.jsonl"
+    # killed mid-write, then a resumed campaign repaired the tail and appended another reply
+    store.write_text(json.dumps({"task_id": t0, "command": "echo a"}) + "\n" + '{"task_id": "' + t1 + '", "comm\n'
+                     + json.dumps({"task_id": t1, "command": "echo b"}) + "\n")
+    p = make_provider(f"replay:{store}")
+    assert p.keys() == {(t0, "raw", 0), (t1, "raw", 0)}
+    warning = capsys.readouterr().err
+    assert warning == f"quotebench: warning: {store}: skipped 1 torn line(s) that are not complete JSON (line 2)\n"
 
 
 def test_generation_extract_prefers_a_stored_command() -> None:

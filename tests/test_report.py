@@ -430,3 +430,56 @@ def test_mcp_session_end_records_are_not_counted_as_errors(tmp_path) -> None:
     assert len(records) == 1 and records[0]["error"] is None
     assert any("session-end" in w for w in warnings)
     assert compute(records)["configs"][0]["errors"] == 0
+
+
+def test_separate_mcp_sessions_are_kept_apart(tmp_path) -> None:
+    def call(reply_id: str, passed: bool) -> dict:
+        return {**rec("file-write/control", passed, contract="native", provider="mcp", model="claude-code"),
+                "reply_id": reply_id}
+
+    # two sessions that reused one _meta id, and a session of another server run: all draw 0 of one task
+    calls = [call("mcp-meta-h-1a2b3c4d-1", False), call("mcp-meta-h-1a2b3c4d-2", True),
+             call("mcp-meta-h-5e6f7a8b-1", False), call("mcp-stdio-9c0d1e2f-1", True)]
+    path = write(tmp_path, "calls.jsonl", calls)
+    warnings: list[str] = []
+    records = load_records([path], warn=warnings.append)
+    assert [r["reply_id"] for r in records] == [c["reply_id"] for c in calls] and warnings == []
+    # the same file given twice still counts each call once
+    records = load_records([path, path], warn=warnings.append)
+    assert len(records) == 4 and any("4 duplicate execution(s)" in w for w in warnings)
+    # other providers still collapse one execution read twice, whatever its reply_id
+    a, b = rec("a/control", False), {**rec("a/control", True), "reply_id": "another"}
+    assert len(load_records([write(tmp_path, "x.jsonl", [a, b])], warn=lambda m: None)) == 1
+
+
+def test_report_html_to_a_bad_path_prints_nothing(tmp_path, capsys):
+    path = write(tmp_path, "r.jsonl", tiny())
+    with pytest.raises(ReportInputError, match="cannot write"):
+        report_command([path], str(tmp_path / "missing-dir" / "r.html"), True)
+    assert capsys.readouterr().out == ""
+
+
+def test_report_json_is_valid_utf8_with_a_lone_surrogate(tmp_path, capsys):
+    path = write(tmp_path, "r.jsonl", [rec("a/control", True, model="m\udcff")])
+    assert report_command([path], None, True) == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")  # strict
+    assert one(json.loads(out))["label"] == "p:m\udcff@high"
+
+
+def test_exit_zero_wrong_says_what_it_counts():
+    c = one(compute(tiny(), resamples=50))
+    # tiny(): 5 failing executions where a shell ran (3 exited 0); the json-naive transport error is left out,
+    # and the provider-error record is no execution of the config at all
+    assert c["exit_zero_wrong"] == pytest.approx(3 / 5)
+    assert c["exit_zero_wrong_counts"] == {"exit_zero": 3, "failing_with_shell": 5, "failing_without_shell": 1}
+    no_call = rec("b/control", False, contract="native", exit_code=None, damaged=False)
+    c = one(compute(tiny() + [no_call], resamples=50))
+    assert c["exit_zero_wrong_counts"]["failing_without_shell"] == 2 and c["exit_zero_wrong"] == pytest.approx(3 / 5)
+    console = Console(record=True, width=400, file=io.StringIO())
+    render_terminal(compute(tiny(), resamples=50), console)
+    text = " ".join(console.export_text().split())
+    assert "exit-0 wrong: of failing executions in which a shell ran, % that exited 0" in text
+    assert "transport errors, no tool call or no command - are left out" in text
+    page = render_html(compute(tiny(), resamples=50))
+    assert "of the failing executions in which a shell ran" in page and "are left out" in page

@@ -16,7 +16,7 @@ from typing import Any
 
 import anthropic
 
-from .base import Generation, GenerationRequest, MalformedResponse, Secret, ToolCall, Usage
+from .base import Generation, GenerationRequest, MalformedResponse, parse_response, Secret, ToolCall, Usage
 from .retry import Failure, RetryPolicy, classify_sdk_error
 from ._network import NetworkProvider, check_params, key_from_env, merge_effort, normalise_base_url
 
@@ -67,7 +67,7 @@ class AnthropicProvider(NetworkProvider[anthropic.AsyncAnthropic]):
         msg = await client.messages.create(
             model=self.model, max_tokens=max_tokens, system=request.system,
             messages=[{"role": "user", "content": request.user}], extra_body=params or None, **kwargs)
-        return _generation(msg)
+        return parse_response(_generation, msg)
 
 
 def _generation(msg: Any) -> Generation:

@@ -9,9 +9,10 @@ read the task context carried by the request; network providers ignore it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.schema import Task
 from transports.record import ConfigInfo, Usage
@@ -19,8 +20,8 @@ from transports.record import ConfigInfo, Usage
 from ..contracts import Extraction, ToolCall, ToolSpec, build_messages, check_contract, extract, tools_for
 
 __all__ = [
-    "ConfigInfo", "Generation", "GenerationRequest", "MalformedResponse", "Provider", "ProviderError", "Secret", "ToolCall",
-    "ToolSpec", "Usage",
+    "ConfigInfo", "Generation", "GenerationRequest", "MalformedResponse", "PARSE_ERRORS", "Provider", "ProviderError", "Secret", "ToolCall",
+    "ToolSpec", "Usage", "parse_response",
 ]
 
 
@@ -106,7 +107,28 @@ class ProviderError(RuntimeError):
 
 
 class MalformedResponse(Exception):
-    """A 2xx reply that is not the API's shape (no content list, no choices): an error, not a model failure."""
+    """A 2xx reply that is not the API's shape (no content list, no choices, a usage count that is not an
+    integer, a finish reason that is not a string): an error, not a model failure, and never retried."""
+
+
+PARSE_ERRORS: tuple[type[Exception], ...] = (ValidationError, TypeError, AttributeError, KeyError, ValueError)
+"""What reading a well-formed but wrongly typed 2xx body can raise; each becomes :class:`MalformedResponse`."""
+
+
+def parse_response(parse: Callable[[Any], "Generation"], response: Any) -> "Generation":
+    """``parse(response)``, with any :data:`PARSE_ERRORS` turned into a one-line :class:`MalformedResponse`."""
+    try:
+        return parse(response)
+    except MalformedResponse:
+        raise
+    except PARSE_ERRORS as e:
+        if isinstance(e, ValidationError) and e.errors():
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            detail = f"field '{loc}': {first['msg']} (got {first.get('input')!r:.60})"
+        else:
+            detail = f"{type(e).__name__}: {e}"
+        raise MalformedResponse("the response is not the API's shape: " + " ".join(detail.split())) from None
 
 
 class Secret:

@@ -8,6 +8,7 @@ native gets a tool call.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from transports.record import ConfigInfo, Usage
 
 from ..contracts import NATIVE_TOOL, ToolCall, check_contract, fence, reference_reply
 from .base import Generation, GenerationRequest, ProviderError
+
+
+_WARNED: set[str] = set()
 
 
 def _need_task(provider: str, request: GenerationRequest) -> tuple[str, str]:
@@ -68,7 +72,9 @@ class ReplayProvider:
     it); the stored ``reply`` is the reply text, and where there is none the
     command is wrapped as a live reply would be (a fence, or a ``bash`` tool call
     for native). Without a command R is extracted from ``reply`` and
-    ``tool_calls`` (a list of {name, arguments}) as for a live reply. The first line for a key wins; two lines for one key from
+    ``tool_calls`` (a list of {name, arguments}) as for a live reply. A line that is not JSON but starts with
+    ``{`` is a record torn by a kill and is skipped with a warning on stderr; any other bad line is refused
+    naming the file and line. The first line for a key wins; two lines for one key from
     different configs are refused as ambiguous. When every line carries the same
     ``config``, that is this provider's config, so replayed records group with
     the original campaign; otherwise the config is ``replay:<file name>``.
@@ -109,7 +115,7 @@ class ReplayProvider:
         except OSError as e:
             raise ValueError(f"{self.path}: cannot read: {e.strerror or e}") from None
         entries: list[tuple[int, StoredReply]] = []
-        last = max((i for i, line in enumerate(raw_lines) if line.strip()), default=-1)
+        torn: list[int] = []
         for i, raw in enumerate(raw_lines):
             if not raw.strip():
                 continue
@@ -117,8 +123,9 @@ class ReplayProvider:
             try:
                 obj = json.loads(raw.decode("utf-8", errors="surrogateescape"))
             except ValueError as e:
-                if i == last and not raw.endswith(b"}"):
-                    continue  # a torn last line from a killed campaign: that reply is simply missing
+                if raw.lstrip().startswith(b"{"):
+                    torn.append(i + 1)  # a record torn by a kill: that reply is simply missing
+                    continue
                 raise ValueError(f"{where}: not valid JSON ({str(e).splitlines()[0]})") from None
             if not isinstance(obj, dict):
                 raise ValueError(f"{where}: not a JSON object")
@@ -135,6 +142,15 @@ class ReplayProvider:
             except ValueError as e:
                 raise ValueError(f"{where}: field 'contract': {e}") from None
             entries.append((i + 1, entry))
+        if torn:
+            from ..replay import no_replies, torn_warning
+
+            if not entries:
+                raise ValueError(no_replies(self.path, torn))
+            message = torn_warning(self.path, torn)
+            if message not in _WARNED:  # once per process, though an effort ladder reads the store per rung
+                _WARNED.add(message)
+                print(f"quotebench: warning: {message}", file=sys.stderr)
         return entries
 
     def keys(self) -> set[tuple[str, str, int]]:

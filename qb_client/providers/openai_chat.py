@@ -2,6 +2,9 @@
 (vLLM, Ollama, llama.cpp, LM Studio, proxies), non-streaming.
 
 Effort ``unset`` sends no ``reasoning_effort``; otherwise ``reasoning_effort=e``.
+An effort smuggled through params (``reasoning_effort``, ``reasoning.effort``,
+``chat_template_kwargs.reasoning_effort``) is refused: ``--effort`` is the one
+place it is set, so the config label says what was sent.
 Without ``OPENAI_API_KEY`` a dummy key is sent (local servers need none). Tools
 are sent as plain function tools without a ``strict`` field (the Chat
 Completions default is non-strict, and some compatible servers reject fields
@@ -19,11 +22,13 @@ from typing import Any
 
 import openai
 
-from .base import Generation, GenerationRequest, MalformedResponse, ToolCall, Usage
+from .base import Generation, GenerationRequest, MalformedResponse, parse_response, ToolCall, Usage
 from ._network import check_params
 from .openai_common import OpenAIBase, field, raw_arguments
 
 RESERVED = ("model", "messages", "tools", "stream", "reasoning_effort")
+# (params field, key inside it) pairs through which compatible servers take an effort
+EFFORT_FIELDS = (("reasoning", "effort"), ("chat_template_kwargs", "reasoning_effort"))
 
 _THINK = re.compile(r"\A\s*<think>(?P<thought>.*?)</think>[ \t]*\n?", re.S)
 
@@ -33,8 +38,15 @@ class OpenAIChatProvider(OpenAIBase):
     needs_key = False
     reserved = RESERVED
 
+    def _check_effort_params(self, params: dict[str, Any], effort: str) -> None:
+        for name, key in EFFORT_FIELDS:
+            extra = params.get(name)
+            if isinstance(extra, dict) and key in extra:
+                raise ValueError(f"{self.name}: set the effort with --effort, not in params '{name}.{key}'")
+
     async def _call(self, client: openai.AsyncOpenAI, request: GenerationRequest) -> Generation:
         params = check_params(self.name, dict(request.params), RESERVED)
+        self._check_effort_params(params, request.effort)
         kwargs: dict[str, Any] = {}
         if request.effort != "unset":
             kwargs["reasoning_effort"] = request.effort
@@ -46,7 +58,7 @@ class OpenAIChatProvider(OpenAIBase):
             model=self.model,
             messages=[{"role": "system", "content": request.system}, {"role": "user", "content": request.user}],
             extra_body=params or None, **kwargs)
-        return _generation(resp)
+        return parse_response(_generation, resp)
 
 
 def split_think(content: str) -> tuple[str, str | None]:

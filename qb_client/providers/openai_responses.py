@@ -15,7 +15,7 @@ from typing import Any
 
 import openai
 
-from .base import Generation, GenerationRequest, MalformedResponse, ToolCall, Usage
+from .base import Generation, GenerationRequest, MalformedResponse, parse_response, ToolCall, Usage
 from ._network import merge_effort
 from .openai_common import OpenAIBase, field, raw_arguments
 
@@ -43,7 +43,7 @@ class OpenAIResponsesProvider(OpenAIBase):
         resp = await client.responses.create(
             model=self.model, instructions=request.system,
             input=[{"role": "user", "content": request.user}], extra_body=params or None, **kwargs)
-        return _generation(resp)
+        return parse_response(_generation, resp)
 
 
 def _generation(resp: Any) -> Generation:

@@ -1,9 +1,9 @@
 """The one retry loop for network providers.
 
 The SDKs' own retries are disabled (``max_retries=0``) so that every attempt is
-counted and timed here, with one policy: retry 429, 5xx, connection errors and
+counted and timed here, with one policy: retry 408, 429, 5xx, connection errors and
 timeouts with capped exponential backoff plus jitter, honouring Retry-After;
-never retry another 4xx. After the last try a :class:`ProviderError` with a
+never retry another 4xx, nor a 2xx whose body is not the API's shape. After the last try a :class:`ProviderError` with a
 one-line, key-free message is raised.
 """
 
@@ -122,7 +122,7 @@ def classify_sdk_error(exc: BaseException, *, status_error: type[BaseException],
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
         msg = body_message(getattr(exc, "body", None)) or getattr(response, "reason_phrase", "") or "error"
-        retryable = status == 429 or status >= 500
+        retryable = status in (408, 429) or status >= 500
         return Failure(retryable, status, f"HTTP {status}: {msg}", parse_retry_after(headers) if retryable else None)
     if isinstance(exc, timeout_error):
         return Failure(True, None, "request timed out")

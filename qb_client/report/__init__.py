@@ -28,13 +28,20 @@ __all__ = [
 def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
     """Load, compute, print (JSON or tables) to stdout, write the HTML page if asked; the exit code.
 
-    Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2).
-    Messages (warnings, where the page went) go to stderr, so ``--json`` leaves one document on stdout.
+    Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2),
+    an unwritable ``html`` path included: the page is written before anything is printed. Messages (warnings, where the page went) go to stderr, so ``--json`` leaves one document on stdout.
     """
     records = load_records(paths)
     doc = compute(records)
+    if html:  # written first: a bad path fails before anything is printed
+        write_html(doc, html)
     if as_json:
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2, allow_nan=False) + "\n")
+        text = json.dumps(doc, ensure_ascii=False, indent=2, allow_nan=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a record: keep stdout valid UTF-8
+            text = json.dumps(doc, ensure_ascii=True, indent=2, allow_nan=False)
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
     else:
         from rich.console import Console
@@ -42,6 +49,5 @@ def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
         # piped output gets room for the tables instead of a default of 80 columns
         render_terminal(doc, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
     if html:
-        write_html(doc, html)
         print(f"quotebench report: wrote {html}", file=sys.stderr)
     return 0

@@ -6,8 +6,19 @@ Per config (grouped by its label ``provider:model@effort``), records whose
 present in it of each task's pass share across its draws. Anything the records
 do not hold is ``None`` (JSON null), never zero.
 
-Besides the SPEC keys, each config carries ``label``, ``records``, ``errors``
-and ``damage_attribution``; the top level holds exactly the SPEC keys.
+Besides the SPEC keys, each config carries ``label``, ``records``, ``errors``,
+``damage_attribution`` and ``exit_zero_wrong_counts``; the top level holds
+exactly the SPEC keys.
+
+``exit_zero_wrong`` is exactly: of the config's failing executions *in which a
+shell ran* (the record has an exit code, or timed out), the share whose exit
+code was 0. Failures where no shell ran are left out of it: transport errors
+(e.g. a json-naive parse error, a NUL byte), replies with no command (no tool
+call, nothing extracted), and error records (provider or harness errors).
+``exit_zero_wrong_counts`` = ``{"exit_zero": k, "failing_with_shell": n,
+"failing_without_shell": m}`` gives the numerator, the denominator and how many
+failing executions were left out for that reason (``exit_zero_wrong`` = k / n,
+null when n is 0).
 """
 
 from __future__ import annotations
@@ -123,10 +134,22 @@ def _retention(cd: ConfigData) -> float | None:
     return stats.clean(sum(kept) / len(kept)) if kept else None
 
 
+def _shell_ran(r: dict[str, Any]) -> bool:
+    return r["exit_code"] is not None or r["timed_out"]
+
+
 def _exit_zero_wrong(cd: ConfigData) -> float | None:
-    """Of the failing executions (a shell ran: an exit code, or a timeout), the share that exited 0."""
-    failing = [r for r in cd.ok if not r["verdict"]["passed"] and (r["exit_code"] is not None or r["timed_out"])]
+    """Of the failing executions in which a shell ran (an exit code, or a timeout), the share that exited 0.
+    Failures where no shell ran (transport errors, no command) are not in it; see the module docstring."""
+    failing = [r for r in cd.ok if not r["verdict"]["passed"] and _shell_ran(r)]
     return stats.clean(sum(r["exit_code"] == 0 for r in failing) / len(failing)) if failing else None
+
+
+def _exit_zero_wrong_counts(cd: ConfigData) -> dict[str, int]:
+    failing = [r for r in cd.ok if not r["verdict"]["passed"]]
+    with_shell = [r for r in failing if _shell_ran(r)]
+    return {"exit_zero": sum(r["exit_code"] == 0 for r in with_shell), "failing_with_shell": len(with_shell),
+            "failing_without_shell": len(failing) - len(with_shell)}
 
 
 def _contracts(cd: ConfigData) -> dict[str, dict[str, float]]:
@@ -200,6 +223,7 @@ def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
         **_decomposition(cd, rates, counts),
         "retention": _retention(cd),
         "exit_zero_wrong": _exit_zero_wrong(cd),
+        "exit_zero_wrong_counts": _exit_zero_wrong_counts(cd),
         "contracts": contracts,
         "native_minus_raw": stats.clean(native_raw - raw_raw) if native_raw is not None and raw_raw is not None else None,
         "grammar": _grammar(contracts),

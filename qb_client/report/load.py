@@ -13,6 +13,13 @@ When the same execution (config label, contract, transport, task, draw) is
 read more than once (the same file given twice, overlapping runs, a retried
 provider error), one is kept: the last one without ``error`` if there is one,
 else the last one. A warning says how many were dropped.
+
+MCP server records (``config.provider == "mcp"``) are the exception: every
+session of the server is draw 0 of its task, so two sessions (two agents, or
+one ``_meta`` id reused after its session ended) would look like one
+execution. Their key also holds the ``reply_id``, which is unique per call of
+each session (``mcp-<session>-<uid>-<n>``), so separate sessions and calls are
+all kept, and only a record read twice (the same file given twice) is dropped.
 """
 
 from __future__ import annotations
@@ -132,8 +139,13 @@ def read_results(path: str | os.PathLike[str], warn: Warn = _stderr) -> list[dic
     return records
 
 
-def execution_key(rec: dict[str, Any]) -> tuple[str, str, str, str, int]:
-    return (config_label(rec["config"]), rec["contract"], rec["transport"], rec["task_id"], rec["draw"])
+def execution_key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two records the same execution (see the module docstring; MCP records add their reply_id)."""
+    key: tuple[Any, ...] = (config_label(rec["config"]), rec["contract"], rec["transport"], rec["task_id"],
+                            rec["draw"])
+    if rec["config"].get("provider") == "mcp":
+        key += (rec["reply_id"],)
+    return key
 
 
 def load_records(paths: Iterable[str | os.PathLike[str]], warn: Warn | None = None) -> list[dict[str, Any]]:
@@ -142,7 +154,7 @@ def load_records(paths: Iterable[str | os.PathLike[str]], warn: Warn | None = No
     paths = list(paths)
     if not paths:
         raise ReportInputError("no results files given")
-    kept: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
+    kept: dict[tuple[Any, ...], dict[str, Any]] = {}
     params: dict[str, Any] = {}
     mixed: set[str] = set()
     dropped = session_ends = 0

@@ -80,7 +80,7 @@ def _decomposition(configs: list[dict[str, Any]]) -> str:
 
 def _diagnostics(configs: list[dict[str, Any]]) -> str:
     head = ["config", "retention<small>RR passes still passing in RN</small>",
-            "exit-0 wrong<small>failing executions that exited 0</small>"] + [
+            "exit-0 wrong<small>failing executions in which a shell ran that exited 0</small>"] + [
         f"{n}<small>damaged / failures</small>" for n in fmt.CELL_NAMES] + ["lost RR&rarr;RN<small>damaged / lost</small>"]
     rows = []
     for c in configs:
@@ -212,7 +212,10 @@ def render_html(doc: dict[str, Any]) -> str:
         ("ranks", "Rank agreement and selection", _ranks(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),
-        ("diagnostics", "Retention, exit codes, damage attribution", _diagnostics(configs)),
+        ("diagnostics", "Retention, exit codes, damage attribution",
+         "<p><b>exit-0 wrong</b>: of the failing executions in which a shell ran (an exit code, or a timeout), "
+         "the share whose exit code was 0. Failures where no shell ran (transport errors, no tool call or no "
+         "command extracted) are left out.</p>" + _diagnostics(configs)),
         ("notes", "How to read this", NOTES),
     ]
     nav = "".join(f'<a href="#{k}">{t}</a>' for k, t, _ in sections)
@@ -221,7 +224,7 @@ def render_html(doc: dict[str, Any]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>QuoteBench report</title><style>{CSS}</style></head><body><main>"
             f'<header><h1>QuoteBench report</h1><p class="lede">{len(configs)} config(s) &middot; {n_rec} records &middot; '
-            f'{n_err} provider error(s) excluded from rates &middot; rates in %, differences in percentage points</p>'
+            f'{n_err} error(s) (provider or harness) excluded from rates &middot; rates in %, differences in percentage points</p>'
             f"<nav>{nav}</nav></header>{body}</main></body></html>\n")
 
 

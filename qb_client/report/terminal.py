@@ -66,7 +66,9 @@ def _decomposition(configs: list[dict[str, Any]]) -> Table:
 def _diagnostics(configs: list[dict[str, Any]]) -> Table:
     t = _table("Retention, exit codes and damage attribution",
                "retention: of RR passes, % still passing in RN (same task and draw). exit-0 wrong: of failing "
-               "executions, % that exited 0. damaged/failures: executions whose received program differed from R.")
+               "executions in which a shell ran, % that exited 0 (failures where no shell ran - transport errors, "
+               "no tool call or no command - are left out). damaged/failures: executions whose received program "
+               "differed from R.")
     _label_column(t, configs)
     t.add_column("retention %", justify="right")
     t.add_column("exit-0 wrong %", justify="right")
@@ -182,7 +184,7 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
     configs = doc["configs"]
     console.rule("[bold]QuoteBench report")
     console.print(f"{len(configs)} config(s), {sum(c['records'] for c in configs)} records, "
-                  f"{sum(c['errors'] for c in configs)} provider error(s) excluded from rates. "
+                  f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                   "Rates in %, differences in points.")
     console.print()
     for part in [_cells(configs), _decomposition(configs), _diagnostics(configs)]:
