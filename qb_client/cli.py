@@ -47,6 +47,8 @@ def main() -> None:
             if inner is group:
                 raise
             raise inner from None
+    except SystemExit:  # the normal way out; checked first so the error classes below load only on errors
+        raise
     except _known_errors() as e:
         err.print(f"quotebench: error: {' '.join(str(e).splitlines())}", markup=False)
         sys.exit(2)
