@@ -218,3 +218,15 @@ def test_stdin_bytes_are_fed() -> None:
             return await box.run(["bash", "-c", "cat; echo"], stdin=b"fed through")
     ex = anyio.run(go)
     assert ex.stdout.text == "fed through\n"
+
+
+@pytest.mark.skipif(pids.available() is None, reason="no writable pids cgroup here")
+def test_leftover_groups_of_dead_processes_are_swept_quickly(tmp_path: Path) -> None:
+    """A process killed before its atexit leaves groups (nested ones included); the next start removes them
+    without waiting on them (a stale nested group once added seconds to every command)."""
+    stale = pids.V1_ROOT / "quotebench-999999999"
+    (stale / "sandbox-1" / "run-2").mkdir(parents=True)
+    start = time.monotonic()
+    pids._sweep_stale()
+    assert not stale.exists()
+    assert time.monotonic() - start < 0.5

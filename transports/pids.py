@@ -40,7 +40,7 @@ def available() -> Path | None:
         parent.mkdir(exist_ok=True)
     except OSError:
         return None
-    atexit.register(_remove_tree, parent)
+    atexit.register(remove_group, parent)
     _parent = parent
     return parent
 
@@ -89,16 +89,21 @@ def kill_all(group: Path | None) -> None:
 
 
 def remove_group(group: Path | None) -> None:
-    """Remove an (emptied) group; its processes have been killed, but the kernel may take a moment."""
-    if group is None:
+    """Remove a group and every subgroup left in it (a run group whose removal raced its last
+    process), killing what is still inside; a group that will not go is left, never waited on long."""
+    if group is None or not group.is_dir():
         return
+    for child in group.iterdir():
+        if child.is_dir():
+            remove_group(child)
+    kill_all(group)
     for _ in range(50):
         try:
             group.rmdir()
             return
         except FileNotFoundError:
             return
-        except OSError:
+        except OSError:  # EBUSY while killed members are still being reaped
             time.sleep(0.002)
 
 
@@ -108,14 +113,6 @@ def _sweep_stale() -> None:
         try:
             os.kill(int(old.name.rsplit("-", 1)[1]), 0)
         except ProcessLookupError:
-            _remove_tree(old)
+            remove_group(old)
         except (ValueError, PermissionError):
             pass
-
-
-def _remove_tree(parent: Path) -> None:
-    if parent.is_dir():
-        for child in parent.iterdir():
-            if child.is_dir():
-                remove_group(child)
-        remove_group(parent)
