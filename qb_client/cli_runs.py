@@ -89,6 +89,24 @@ def progress_bar(total: int, label: str):
     return progress, progress.add_task(label, total=total)
 
 
+def campaign_progress():
+    """Two bars (generate, execute) fed by a campaign's hooks; totals add up over several campaigns
+    (effort rungs, the demo's two agents)."""
+    from .campaign import Progress
+
+    progress, gen_bar = progress_bar(0, "generate")
+    exec_bar = progress.add_task("execute", total=0)
+    totals = {gen_bar: 0, exec_bar: 0}
+
+    def add(bar, n: int) -> None:
+        totals[bar] += n
+        progress.update(bar, total=totals[bar])
+
+    hooks = Progress(on_generation_total=lambda n: add(gen_bar, n), on_generated=lambda: progress.advance(gen_bar),
+                     on_execution_total=lambda n: add(exec_bar, n), on_executed=lambda r: progress.advance(exec_bar))
+    return progress, hooks
+
+
 def summarize(records: list[dict]) -> dict:
     """Pass counts per (contract, transport) of freshly written records; records with ``error`` set (the
     execution itself failed) are counted apart, under ``errors``, as the report does."""
@@ -205,7 +223,7 @@ def run_cmd(
 
     from transports.store import read_jsonl
 
-    from .campaign import Campaign, Plan, Progress
+    from .campaign import Campaign, Plan
     from .native import NativeExecutor
     from .providers.factory import make_provider
     from .providers.retry import RetryPolicy
@@ -224,18 +242,7 @@ def run_cmd(
     if server and "native" in contract_names:
         anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
     check_out_dir(out_dir)
-    progress, gen_bar = progress_bar(0, "generate")
-    exec_bar = progress.add_task("execute", total=0)
-    totals = {"gen": 0, "exec": 0}
-
-    def add(bar: int, key: str, n: int) -> None:
-        totals[key] += n
-        progress.update(bar, total=totals[key])
-
-    hooks = Progress(
-        on_generation_total=lambda n: add(gen_bar, "gen", n), on_generated=lambda: progress.advance(gen_bar),
-        on_execution_total=lambda n: add(exec_bar, "exec", n), on_executed=lambda r: progress.advance(exec_bar),
-    )
+    progress, hooks = campaign_progress()
     start = time.perf_counter()
     outcomes = []
     with progress:
@@ -276,22 +283,12 @@ def demo_cmd(
     import tempfile
     import time
 
-    from .campaign import Progress
     from .demo import AGENTS, CONTRACTS, run_demo
     from .report import compute, load_records, render_terminal, write_html
 
     names = transport_list(transports)
     where = out_dir or Path(tempfile.mkdtemp(prefix="quotebench-demo-"))
-    progress, gen_bar = progress_bar(0, "generate")
-    exec_bar = progress.add_task("execute", total=0)
-    totals = {"gen": 0, "exec": 0}
-
-    def add(bar: int, key: str, n: int) -> None:
-        totals[key] += n
-        progress.update(bar, total=totals[key])
-
-    hooks = Progress(on_generation_total=lambda n: add(gen_bar, "gen", n), on_generated=lambda: progress.advance(gen_bar),
-                     on_execution_total=lambda n: add(exec_bar, "exec", n), on_executed=lambda r: progress.advance(exec_bar))
+    progress, hooks = campaign_progress()
     err.print(f"quotebench demo: agents {', '.join(AGENTS)} x contracts {', '.join(CONTRACTS)} x transports "
               f"{', '.join(names)} over {len(suite())} tasks -> {where}")
     start = time.perf_counter()
