@@ -11,19 +11,13 @@ import anyio
 import typer
 
 from tasks.load import select, suite
+from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
 from .console import err, fail, out, print_json
 
 
 # ---------------------------------------------------------------- lists
-
-
-def transport_list(spec: str) -> list[str]:
-    """``--transports``: each name validated, repeats dropped (first occurrence kept), so no work is doubled."""
-    from transports.registry import parse_list
-
-    return list(dict.fromkeys(parse_list(spec)))
 
 
 def contract_list(spec: str) -> list[str]:
@@ -150,7 +144,7 @@ def replay_cmd(
 
     from .replay import done_keys, is_harness_error, load_replies, replay
 
-    names = transport_list(transports)
+    names = parse_list(transports)
     if out_path.is_dir():
         fail(f"--out {out_path}: is a directory (give the results JSONL file)")
     stored = load_replies(replies)
@@ -228,7 +222,7 @@ def run_cmd(
     from .providers.factory import make_provider
     from .providers.retry import RetryPolicy
 
-    names = transport_list(transports)
+    names = parse_list(transports)
     contract_names = contract_list(contracts)
     efforts = effort_list(effort)
     try:
@@ -286,7 +280,7 @@ def demo_cmd(
     from .demo import AGENTS, CONTRACTS, run_demo
     from .report import compute, load_records, render_terminal, write_html
 
-    names = transport_list(transports)
+    names = parse_list(transports)
     where = out_dir or Path(tempfile.mkdtemp(prefix="quotebench-demo-"))
     progress, hooks = campaign_progress()
     err.print(f"quotebench demo: agents {', '.join(AGENTS)} x contracts {', '.join(CONTRACTS)} x transports "

@@ -66,9 +66,9 @@ def bench_cmd(
 ) -> None:
     """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
     from .bench import mcp_paths, run_bench
-    from .cli_runs import transport_list
+    from transports.registry import parse_list
 
-    names = transport_list(transports)
+    names = parse_list(transports)
     err.print("quotebench bench: measuring (a minute or two)...")
     doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None)
     if as_json:

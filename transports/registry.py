@@ -72,8 +72,8 @@ def get(name: str) -> Transport:
 
 
 def parse_list(spec: str) -> list[str]:
-    """A comma-separated list of transport names, each validated."""
-    names = [validate_name(s) for s in spec.split(",") if s.strip()]
+    """A comma-separated list of transport names, each validated; repeats dropped (first kept), so no work doubles."""
+    names = list(dict.fromkeys(validate_name(s) for s in spec.split(",") if s.strip()))
     if not names:
         raise UnknownTransportError("no transport given")
     return names
