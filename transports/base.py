@@ -22,12 +22,14 @@ class Delivery:
     argument, the script text, or the SSH exec request), or ``None`` when no
     final shell ever got one (the outer parse failed, or a transport error).
     ``execution`` is ``None`` only when nothing ran, and then
-    ``transport_error`` says why.
+    ``transport_error`` says why. ``received_note`` is one line on anything unusual
+    about how ``received`` was determined (several inner shells, ignored messages).
     """
 
     received: str | None
     execution: Execution | None
     transport_error: str | None = None
+    received_note: str | None = None
 
 
 @runtime_checkable
@@ -63,10 +65,10 @@ def check_command(command: str) -> str | None:
 
 
 async def run_program(sandbox: Sandbox, argv: list[str], *, received: str | None, env: dict[str, str] | None = None,
-                      binds: tuple[Bind, ...] = ()) -> Delivery:
+                      binds: tuple[Bind, ...] = (), pass_fds: tuple[int, ...] = ()) -> Delivery:
     """Run ``argv`` in the sandbox; a program the kernel refuses as too long is a transport error, not a crash."""
     try:
-        execution = await sandbox.run(argv, env=env, binds=binds)
+        execution = await sandbox.run(argv, env=env, binds=binds, pass_fds=pass_fds)
     except ArgumentTooLong as e:
         return Delivery(received=None, execution=None, transport_error=str(e))
     return Delivery(received=received, execution=execution)

@@ -1,22 +1,33 @@
 """Shared machinery for transports that paste R into an outer shell program.
 
 The outer program is run exactly as the transport defines it (argv
-``["bash", "-c", OUTER]``); to learn what the *inner* shell received, the outer
-shell's PATH is made to start with a capture shim named ``bash``. That happens
-through ``BASH_ENV``, which a non-interactive bash sources before its program,
-so the outer shell itself is started normally and costs no extra process.
+``["bash", "-c", OUTER]``). To learn what the *inner* shell received, the outer
+shell's ``BASH_ENV`` file (which a non-interactive bash sources before its
+program, so no extra process is started) does three things:
 
-The shim writes its argument vector (NUL-separated) to the file named by
-``$QB_RECEIVED``, removes its variables and itself from the environment, and
-execs the real bash, so the inner shell and everything it starts see the
-ordinary sandbox environment. Which call is the boundary: the outer text is one
-simple command, which bash execs in place, so the inner shell has the outer
-shell's pid (``QB_OUTER_PID``, exported by the ``BASH_ENV`` file) and always
-records. A ``bash`` forked by the outer shell records only if nothing has yet:
-that covers an outer text that the paste split into several commands, while a
-``$(bash ...)`` that R smuggled into the outer expansion, which runs first, is
-overwritten by the real boundary. A ``bash`` started later by the inner shell
-finds the variables gone and records nothing.
+* ``hash -p SHIM bash``: the outer shell finds ``bash`` in its command hash table
+  as the capture shim. ``$PATH`` is left exactly as on every other transport, so
+  what R's own expansions see (``$PATH``, ``$(which bash)``) does not change; only
+  the outer shell's own lookup of the word ``bash`` (and its subshells') is routed.
+* moves the received channel (:mod:`transports.channel`) to fd 9 and announces the
+  outer shell on it;
+* unsets ``BASH_ENV`` and the channel's variable.
+
+The shim (``bash -p``: no ``BASH_ENV``, no imported functions, so nothing the
+command sets can run inside it) sends one message and waits for the host, which
+reads the shim's argument vector from ``/proc`` as the kernel holds it; then the
+shim closes fd 9 and execs the real bash as ``bash``. The inner shell and
+everything it runs never hold the channel.
+
+Which shell is the boundary (``received``)
+    The outer text is one simple command, which bash execs in place, so the inner
+    shell has the outer shell's pid: when such a shell ran, ``received`` is its
+    program. When none did, because the paste split R into several commands (at an
+    ``&``, a ``;``, a newline) and the outer shell forked each, ``received`` is the
+    program of the first shell the outer shell forked, and ``received_note`` counts
+    the others. A ``bash`` that R's text runs inside the outer expansion
+    (``$(bash ...)``) is forked too, and runs before the boundary: it never
+    displaces a shell exec'd in place. No shell at all: ``received`` is None.
 """
 
 from __future__ import annotations
@@ -27,38 +38,40 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import Delivery, check_command, run_program
-from .sandbox import SYSTEM_PATH, Sandbox
+import anyio
 
-SHIM = f"""#!/bin/bash
-if [ -n "${{QB_RECEIVED:-}}" ]; then
-  if [ "$$" = "${{QB_OUTER_PID:-}}" ]; then
-    printf '%s\\0' "$@" > "$QB_RECEIVED"
-  elif [ "$PPID" = "${{QB_OUTER_PID:-}}" ] && [ ! -e "$QB_RECEIVED" ]; then
-    printf '%s\\0' "$@" > "$QB_RECEIVED"
-  fi
-fi
-unset QB_RECEIVED QB_OUTER_PID
-export PATH={SYSTEM_PATH}
+from .base import Delivery, check_command, run_program
+from .channel import Capture, ReceivedChannel
+from .sandbox import Sandbox
+
+CHANNEL_FD = 9
+CHANNEL_ENV = "QB_CHANNEL"
+
+SHIM = f"""#!/bin/bash -p
+# quotebench capture shim (transports/capture.py): announce, wait for the host, then be bash
+{{ printf shim >&{CHANNEL_FD} && read -r _ <&{CHANNEL_FD}; }} 2>/dev/null
+exec {CHANNEL_FD}>&-
 exec -a bash /bin/bash "$@"
 """
 
-ENTER = """PATH=${{BASH_ENV%/*}}:{path}
-export QB_OUTER_PID=$$
-unset BASH_ENV
+ENTER = f"""hash -p "${{BASH_ENV%/*}}/bash" bash
+if [ "${{{CHANNEL_ENV}:-{CHANNEL_FD}}}" != {CHANNEL_FD} ]; then eval "exec {CHANNEL_FD}>&${CHANNEL_ENV} ${CHANNEL_ENV}>&-"; fi
+printf outer >&{CHANNEL_FD} 2>/dev/null
+unset {CHANNEL_ENV} BASH_ENV
 """
 
 _shim_dir: Path | None = None
 
 
 def shim_dir() -> Path:
-    """A per-process directory holding the shim as ``bash`` (bound read-only into bwrap)."""
+    """A per-process directory holding the shim as ``bash`` and the ``BASH_ENV`` file (bound read-only)."""
     global _shim_dir
     if _shim_dir is None:
         d = Path(tempfile.mkdtemp(prefix="qb-shim-")).resolve()
         (d / "bash").write_text(SHIM)
         (d / "bash").chmod(0o755)
-        (d / "enter").write_text(ENTER.format(path=SYSTEM_PATH))
+        (d / "enter").write_text(ENTER)
+        d.chmod(0o755)
         atexit.register(shutil.rmtree, d, True)
         _shim_dir = d
     return _shim_dir
@@ -74,6 +87,41 @@ def received_from(argv: list[bytes]) -> str | None:
     return None
 
 
+def judge(capture: Capture) -> tuple[str | None, str | None]:
+    """(received, note) by the rule in the module docstring."""
+    notes = list(capture.ignored)
+    received: str | None = None
+    if capture.boundary:
+        received = received_from(capture.boundary[0])
+        if len(capture.boundary) > 1:
+            notes.append(f"{len(capture.boundary)} shells claimed the outer shell's pid; received is the first")
+    elif capture.forked:
+        received = received_from(capture.forked[0])
+        if len(capture.forked) > 1:
+            notes.append(f"the outer parse started {len(capture.forked)} shells; received is the first one's program")
+        else:
+            notes.append("the outer shell forked the inner shell (the paste split R into several commands)")
+    return received, ("; ".join(notes) or None)
+
+
+async def run_captured(sandbox: Sandbox, argv: list[str]) -> Delivery:
+    """Run ``argv`` (an outer ``bash -c``) with the shim and the channel; ``received`` from the channel."""
+    shim = shim_dir()
+    inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: the same text on every run
+    with ReceivedChannel(f"{inside}/bash") as channel:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(channel.serve)
+            delivery = await run_program(
+                sandbox, argv, received=None,
+                env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd)},
+                binds=((shim, inside),), pass_fds=(channel.fd,),
+            )
+            tg.cancel_scope.cancel()
+        channel.drain()
+        delivery.received, delivery.received_note = judge(channel.capture)
+    return delivery
+
+
 class InnerShell:
     """Runs ``["bash", "-c", wrap(R)]`` and captures what the inner ``bash -c`` received."""
 
@@ -85,14 +133,4 @@ class InnerShell:
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        capture = sandbox.scratch("received")
-        shim = shim_dir()
-        inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: $PATH reads the same every run
-        delivery = await run_program(
-            sandbox, ["bash", "-c", self.wrap(command)], received=None,
-            env={"BASH_ENV": f"{inside}/enter", "QB_RECEIVED": sandbox.inside(capture)}, binds=((shim, inside),),
-        )
-        if capture.exists():
-            delivery.received = received_from(capture.read_bytes().split(b"\0")[:-1])
-            capture.unlink()
-        return delivery
+        return await run_captured(sandbox, ["bash", "-c", self.wrap(command)])

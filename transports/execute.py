@@ -40,7 +40,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         contract=contract,
         transport=transport_name,
         task_id=task.id, family=task.family, tier=task.tier, draw=draw,
-        reply=reply_text, command=command, received=delivery.received,
+        reply=reply_text, command=command, received=delivery.received, received_note=delivery.received_note,
         damaged=delivery.received != command,
         exit_code=ex.exit_code if ex else None,
         stdout=Output(text=ex.stdout.text, truncated=ex.stdout.truncated) if ex else Output(),

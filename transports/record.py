@@ -62,6 +62,7 @@ class Record(BaseModel):
     reply: str
     command: str | None
     received: str | None
+    received_note: str | None = None
     damaged: bool
     exit_code: int | None
     stdout: Output

@@ -312,7 +312,8 @@ class Sandbox:
     # -- running -------------------------------------------------------------
 
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
-                  binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None) -> Execution:
+                  binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None,
+                  pass_fds: tuple[int, ...] = ()) -> Execution:
         """Run ``argv`` in the working directory under the limits; never raises for the command's failure.
 
         Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran) and
@@ -324,7 +325,7 @@ class Sandbox:
         try:
             proc = await anyio.open_process(
                 full, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, cwd=str(cwd or self.workdir),
-                env=self.env(env), start_new_session=True,
+                env=self.env(env), start_new_session=True, pass_fds=pass_fds,
             )
         except OSError as e:
             pids.remove_group(group)
