@@ -6,8 +6,8 @@ The corruptions are the ones quoting bugs cause in practice: a byte appended,
 a quote (or another shell-active character) lost, a trailing newline added or
 dropped, an extra argument, a changed JSON field, an extra commit; and the ways
 a command gets the right-looking result by the wrong route: a file committed
-too many or too few, a commit on another branch, a wrapper bypassed, a stray
-file left in a subdirectory.
+too many or too few, a file staged and left uncommitted, a commit on another
+branch, a wrapper bypassed, a stray file left in a subdirectory.
 """
 
 from __future__ import annotations
@@ -206,6 +206,11 @@ def _git(c: GitHistory) -> list[Mutation]:
         _git_run(repo, "rm", "-q", "--", tracked[0])
         _recommit(repo)
 
+    def still_staged(root: Path) -> None:  # the right commit, then another file staged and left uncommitted
+        repo = root / c.path
+        _write(repo / "near-miss-staged.txt", b"staged\n")
+        _git_run(repo, "add", "--", "near-miss-staged.txt")
+
     def other_branch(root: Path) -> None:  # the right commit, but on a new branch; the old one unmoved
         repo = root / c.path
         branch = _git_run(repo, "symbolic-ref", "HEAD").strip().decode()
@@ -225,6 +230,8 @@ def _git(c: GitHistory) -> list[Mutation]:
     if c.exact_tree:
         muts.append(("git: an extra file committed", extra_file))
         muts.append(("git: another tracked file deleted in the commit", file_deleted))
+    if c.clean_index:
+        muts.append(("git: another file staged after the commit", still_staged))
     if c.same_branch:
         muts.append(("git: committed on a new branch", other_branch))
     if c.on_fixture_head and c.count > 2:

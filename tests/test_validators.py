@@ -310,3 +310,58 @@ def test_fixture_unchanged_new_paths_skips_only_the_fixture_repository(tmp_path:
     assert verdict(task, tmp_path)[0]
     (tmp_path / "src" / ".git").mkdir()  # a second repository is a stray path like any other
     assert "unexpected ['src/.git']" in verdict(task, tmp_path)[1][0]
+
+
+def test_git_changes_left_staged_after_the_right_commit_fail(tmp_path: Path) -> None:
+    """The right commit is not enough: the index must be exactly HEAD's tree afterwards (a new file staged,
+    or a tracked file's change staged, and left uncommitted, fails and is named)."""
+    fixture = {"git": {"commits": [{"message": "init\n", "files": {"README.md": "# r\n", "a.sh": "v1\n"}}],
+                       "staged": {"a.sh": "v2\n"}}}
+    task = make_task([{"kind": "git", "count": 2, "message": "Fix\n", "files": {"a.sh": "v2\n"}}], fixture)
+
+    def state(name: str, after) -> tuple[bool, list[str]]:
+        repo = tmp_path / name
+        repo.mkdir()
+        materialize(task.fixture, repo)
+        _commit_message(repo, "Fix\n")
+        after(repo)
+        return verdict(task, repo)
+
+    def new_file(r: Path) -> None:
+        (r / "notes.txt").write_text("x\n")
+        _git(r, "add", "notes.txt")
+
+    def tracked_change(r: Path) -> None:
+        (r / "README.md").write_text("# r2\n")
+        _git(r, "add", "README.md")
+
+    def unstaged_only(r: Path) -> None:  # the working tree may differ; only the index counts
+        (r / "README.md").write_text("# r2\n")
+        (r / "untracked.txt").write_text("u\n")
+
+    assert state("right", lambda r: None) == (
+        True, ["git: 2 commits on main, HEAD message exact (4 bytes), tree is exactly the staged change"])
+    assert state("new", new_file) == (False, ["git: changes still staged: ['notes.txt']"])
+    assert state("tracked", tracked_change) == (False, ["git: changes still staged: ['README.md']"])
+    assert state("unstaged", unstaged_only)[0] is True
+
+
+def test_git_commit_control_with_another_file_staged_fails_and_is_a_near_miss() -> None:
+    """The suite's own task: its reference solution followed by `git add <another file>` must FAIL, and
+    `tasks check` holds that state as a near miss the validator rejects."""
+    import anyio
+
+    from qb_client.checking import check_task
+    from tasks.load import get_task
+    from tasks.nearmiss import near_misses
+    from transports.execute import execute
+
+    task = get_task("git-commit/control")
+    solved = anyio.run(lambda: execute(task, "raw", task.solution))
+    assert solved.verdict.passed, solved.verdict
+    staged = anyio.run(lambda: execute(task, "raw", task.solution + "\necho x > other.txt && git add other.txt"))
+    assert not staged.verdict.passed and staged.exit_code == 0
+    assert [c.detail for c in staged.verdict.checks] == ["git: changes still staged: ['other.txt']"]
+    assert "git: another file staged after the commit" in [d for d, _ in near_misses(task)]
+    checked = anyio.run(check_task, task)
+    assert checked.ok and checked.near_misses == checked.near_misses_rejected == 9
