@@ -145,6 +145,16 @@ def test_unreadable_utf8_is_refused(tmp_path: Path) -> None:
 
 
 def test_block_rendering_pins_the_exact_value() -> None:
-    assert "It has no newline at the end." in block("a  ")[-40:] or "trailing whitespace" in block("a  ")
-    assert '"x\\n"' in block("x\n") and "exactly one newline" in block("x\n")
-    assert "````" in block("has ``` inside\n")
+    """Each ending gets its own sentence, the JSON literal is exact, and the fence outgrows any backtick run."""
+    assert block("a  ") == ('```text\na  \n```\nExactly, as a JSON string literal: "a  "\n'
+                            "It ends with trailing whitespace and has no final newline.")
+    assert block("a") == '```text\na\n```\nExactly, as a JSON string literal: "a"\nIt has no newline at the end.'
+    assert block("x\n") == ('```text\nx\n```\nExactly, as a JSON string literal: "x\\n"\n'
+                            "It ends with exactly one newline character.")
+    assert block("x\n\n") == ('```text\nx\n\n```\nExactly, as a JSON string literal: "x\\n\\n"\n'
+                               "It ends with an empty line (two newline characters at the end).")
+    assert block("has ``` inside\n") == ('````text\nhas ``` inside\n````\n'
+                                         'Exactly, as a JSON string literal: "has ``` inside\\n"\n'
+                                         "It ends with exactly one newline character.")
+    assert block("é\t") == '```text\né\t\n```\nExactly, as a JSON string literal: "é\\t"\n' \
+        "It ends with trailing whitespace and has no final newline."
