@@ -33,6 +33,7 @@ Which shell is the boundary (``received``)
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -67,7 +68,7 @@ def shim_dir() -> Path:
     """A per-process directory holding the shim as ``bash`` and the ``BASH_ENV`` file (bound read-only)."""
     global _shim_dir
     if _shim_dir is None:
-        d = Path(tempfile.mkdtemp(prefix="qb-shim-")).resolve()
+        d = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
         (d / "bash").write_text(SHIM)
         (d / "bash").chmod(0o755)
         (d / "enter").write_text(ENTER)

@@ -21,9 +21,15 @@ from .sandbox import Limits, Sandbox
 
 
 def verdict_for(task: Task, workdir: Path, delivery: Delivery) -> Verdict:
+    """The verdict, never an exception: whatever a hostile final state makes the validator raise
+    becomes a failed "harness" check naming it in one line, so the record is still written."""
     if delivery.execution is None:
         return Verdict.failed("transport", delivery.transport_error or "nothing ran")
-    return validate(task, workdir)
+    try:
+        return validate(task, workdir)
+    except Exception as e:  # noqa: BLE001 - recorded, not raised
+        first = (str(e).splitlines() or [""])[0]
+        return Verdict.failed("harness", f"{type(e).__name__}: {first}")
 
 
 def build_record(task: Task, transport_name: str, command: str | None, delivery: Delivery, verdict: Verdict, *,
@@ -52,6 +58,8 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         timing=Timing(generate_ms=generate_ms, exec_ms=round(ex.exec_ms, 3) if ex else None),
         versions={**versions(), **(extra_versions or {})},
         isolation=ex.isolation if ex else None,
+        limit_hit=ex.limit_hit if ex else None,
+        limits_applied=ex.limits_applied if ex else None,
         error=error,
     )
 

@@ -74,6 +74,8 @@ class Record(BaseModel):
     timing: Timing = Field(default_factory=Timing)
     versions: dict[str, str] = Field(default_factory=dict)
     isolation: Literal["bwrap", "none"] | None = None
+    limit_hit: str | None = None
+    limits_applied: dict[str, str] | None = None
     error: str | None = None
 
 

@@ -21,11 +21,27 @@ Limits (``Limits``)
       prefix (one ``/bin/sh`` exec), never through ``preexec_fn``, which would
       force a fork of a possibly large parent;
     * processes: at most ``processes`` at once, through a pids cgroup per sandbox
-      where one can be made (:mod:`transports.pids`; RLIMIT_NPROC does nothing
-      for root);
+      where one can be made (RLIMIT_NPROC does nothing for root);
+    * memory: at most ``memory`` bytes per run (default 1 GiB), through a memory
+      cgroup per run whose OOM killer ends only that run; where no cgroup can be
+      made, an address-space rlimit of the same size (:mod:`transports.cgroups`);
+    * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the
+      harness runs as root (:mod:`transports.diskcap`); elsewhere only the per-file
+      limit applies;
     * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream
       (the SSH server forwards its client's stdin);
-    * memory: the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes.
+    * the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes (its pages
+      count against the memory limit too).
+    ``Execution.limits_applied`` says which mechanism enforced each limit, and
+    ``Execution.limit_hit`` which limit ended or failed the run (``time``,
+    ``output``, ``memory``, ``processes``, ``disk``, ``file-size``), if any.
+
+Leftovers
+    Roots are named ``qb-sandbox-<pid>-*``; the first sandbox a process makes removes
+    the roots (and shim and ssh directories) of harness processes that died without
+    cleaning up, never those of a live process. ``close()`` never raises: a tree of
+    any depth, with links, FIFOs or unreadable directories, is removed without
+    following anything out of it.
 
 Isolation
     With ``bwrap`` on PATH every run is wrapped in bubblewrap: all namespaces
@@ -80,12 +96,17 @@ from anyio.abc import ByteReceiveStream
 from tasks.fixture import materialize
 from tasks.schema import Task
 
-from . import pids
+from tasks.safefs import remove_tree
+
+from . import cgroups, diskcap
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
-# $0 names the sandbox's pids cgroup (empty: none); 125 = the limits could not be applied, nothing ran
-LIMITS_SCRIPT = '[ -z "$0" ] || echo $$ > "$0/cgroup.procs" || exit 125; ulimit -f {blocks} && ulimit -n {files} && exec "$@"'
+# $0 names the run's cgroup directories, space-separated (empty: none); 125 = the limits could not be applied,
+# nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
+LIMITS_SCRIPT = ('for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
+                 'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
+LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-")
 Isolation = Literal["bwrap", "none"]
 
 
@@ -113,12 +134,18 @@ class Limits:
     file_size: int = 64 * 1024 * 1024
     open_files: int = 1024
     processes: int = 256
+    memory: int = 1 << 30
+    disk: int = 1 << 30
+
+
+LimitHit = Literal["time", "output", "memory", "processes", "disk", "file-size"]
 
 
 @dataclass
 class Stream:
     text: str = ""
     truncated: bool = False
+    drained: bool = False  # the run was killed for writing more than drain_cap
 
 
 @dataclass
@@ -131,6 +158,8 @@ class Execution:
     timed_out: bool
     exec_ms: float
     isolation: Isolation
+    limit_hit: LimitHit | None = None
+    limits_applied: dict[str, str] | None = None
 
 
 _warned = False
@@ -212,7 +241,9 @@ class Sandbox:
         self.limits = limits
         self.isolation: Isolation = isolation
         self._counter = 0
-        self.cgroup: Path | None = None
+        self.cgroup: cgroups.Group | None = None
+        self.mounted = False
+        self.closed = False
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -221,23 +252,40 @@ class Sandbox:
         iso = isolation or isolation_available()
         if iso == "none":
             _warn_once()
+        sweep_leftovers()
+        box: Sandbox | None = None
         try:
-            root = Path(tempfile.mkdtemp(prefix="qb-sandbox-")).resolve()
+            root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-")).resolve()
             box = cls(root, limits or Limits(), iso)
+            box.mounted = diskcap.mount(root, box.limits.disk)
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
-            box.cgroup = pids.new_group(box.limits.processes)
+            box.cgroup = cgroups.new_group(box.limits.processes)
             if task is not None:
                 materialize(task.fixture, box.workdir)
         except OSError as e:
+            if box is not None:
+                box.close()
             raise SandboxError(f"cannot build the sandbox: {e}") from e
         return box
+
+    def applied(self) -> dict[str, str]:
+        """Which mechanism enforces each limit here (recorded with every execution)."""
+        mech = cgroups.mechanisms() if self.cgroup is not None else {"processes": "none", "memory": "rlimit-as"}
+        return {**mech, "disk": "tmpfs" if self.mounted else "file-size only"}
 
     # -- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        pids.remove_group(self.cgroup)
+        """Kill what is left, drop the tree (a tmpfs is detached whole); never raises, idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            cgroups.remove(self.cgroup)
+        except Exception:  # noqa: BLE001 - cleanup must never take a caller down
+            pass
+        _discard(self.root, self.mounted)
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -287,12 +335,15 @@ class Sandbox:
         return f"/run/{name}" if self.isolation == "bwrap" else str(host)
 
     def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Bind, ...] = (),
-                 cwd: Path | None = None, group: Path | None = None) -> list[str]:
+                 cwd: Path | None = None, group: cgroups.Group | None = None) -> list[str]:
         """The full argv: limits, then isolation, then the command."""
         lim = self.limits
+        run_group = group or self.cgroup
+        vmem = "" if run_group is not None and "memory" in run_group.dirs else f" && ulimit -v {lim.memory // 1024}"
         # POSIX sh counts -f in 512-byte blocks; joining the cgroup first makes every later fork count
-        prefix = ["/bin/sh", "-c", LIMITS_SCRIPT.format(blocks=max(1, lim.file_size // 512), files=lim.open_files),
-                  str(group or self.cgroup or "")]
+        prefix = ["/bin/sh", "-c", LIMITS_SCRIPT.format(blocks=max(1, lim.file_size // 512), files=lim.open_files,
+                                                        vmem=vmem),
+                  run_group.joined() if run_group is not None else ""]
         if self.isolation == "none":
             return prefix + argv
         bw = _bwrap() or "bwrap"
@@ -319,8 +370,9 @@ class Sandbox:
         Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran) and
         ``SandboxError`` when the launcher cannot start at all.
         """
-        group = pids.child(self.cgroup)
+        group = cgroups.child(self.cgroup, self.limits.memory)
         full = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
+        refused_forks = cgroups.pid_limit_hits(self.cgroup)
         start = time.perf_counter()
         try:
             proc = await anyio.open_process(
@@ -328,7 +380,7 @@ class Sandbox:
                 env=self.env(env), start_new_session=True, pass_fds=pass_fds,
             )
         except OSError as e:
-            pids.remove_group(group)
+            cgroups.remove(group)
             if e.errno == errno.E2BIG:
                 raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
                                       "(131072 bytes); nothing ran") from None
@@ -345,18 +397,34 @@ class Sandbox:
                     await proc.wait()
                     # the main process is gone: stray children must not keep the pipes open
                     _kill_group(proc.pid)
-                    pids.kill_all(group)
+                    cgroups.kill_all(group)
             timed_out = scope.cancelled_caught
         finally:
             _kill_group(proc.pid)
-            pids.kill_all(group)  # also what left the process group (setsid), without bwrap
+            cgroups.kill_all(group)  # also what left the process group (setsid), without bwrap
             with anyio.CancelScope(shield=True):
                 code = await proc.wait()
                 await proc.aclose()
-            pids.remove_group(group)
+            oom = cgroups.oom_killed(group)
+            cgroups.remove(group)
+        exit_code = None if timed_out else _exit_code(code)
+        hit: LimitHit | None = None
+        if timed_out:
+            hit = "time"
+        elif out.drained or err.drained:
+            hit = "output"
+        elif oom or (group is None and _out_of_memory(err.text)):
+            hit = "memory"
+        elif cgroups.pid_limit_hits(self.cgroup) > refused_forks:
+            hit = "processes"
+        elif self.mounted and diskcap.full(self.root):
+            hit = "disk"
+        elif exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in err.text:
+            hit = "file-size"
         return Execution(
-            exit_code=None if timed_out else _exit_code(code), stdout=out, stderr=err, timed_out=timed_out,
+            exit_code=exit_code, stdout=out, stderr=err, timed_out=timed_out,
             exec_ms=(time.perf_counter() - start) * 1000, isolation=self.isolation,
+            limit_hit=hit, limits_applied=self.applied(),
         )
 
     async def _read(self, stream: ByteReceiveStream | None, into: Stream, pid: int) -> None:
@@ -373,6 +441,7 @@ class Sandbox:
                 if total > self.limits.output_cap:
                     into.truncated = True
                 if total >= self.limits.drain_cap:
+                    into.drained = True
                     _kill_group(pid)  # closing our end would not reach the writer; this does
                     break
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -407,3 +476,60 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_OOM_WORDS = ("Cannot allocate memory", "out of memory", "MemoryError", "std::bad_alloc")
+
+
+def _out_of_memory(stderr: str) -> bool:
+    """Where only an address-space rlimit applies, an allocation failure shows up only in what the
+    program says (it is not killed): the usual words, as a best effort."""
+    return any(w in stderr for w in _OOM_WORDS)
+
+
+def _discard(root: Path, mounted: bool) -> None:
+    """Remove a sandbox root: detach its tmpfs (the whole tree goes at once), else an iterative,
+    link-safe removal that survives any depth (shutil.rmtree recursed and died past ~1000 levels)."""
+    try:
+        if mounted and diskcap.unmount(root):
+            os.rmdir(root)
+            return
+    except OSError:
+        pass
+    remove_tree(root)
+
+
+_swept = False
+
+
+def sweep_leftovers() -> None:
+    """Once per process: remove sandbox, shim and ssh directories that a killed harness process left in
+    the temp directory. Only directories named with a pid that no longer exists, and owned by this user,
+    are touched; a live process's directories never are."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    tmp = Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for entry in entries:
+        prefix = next((p for p in LEFTOVER_PREFIXES if entry.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(pid_text), 0)
+            continue  # alive (or reused by another process): not ours to judge
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        path = Path(entry.path)
+        _discard(path, os.path.ismount(path))

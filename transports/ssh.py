@@ -15,11 +15,15 @@ The path, end to end
       neither the user's nor the system's ssh config is read.
     * The client never connects itself: ``ControlMaster``/``ControlPath`` send
       every session through one master connection started once per process
-      *outside* every sandbox (a master started in a bwrap sandbox would die
-      with it). The control socket's directory is bound read-only into the
-      sandbox, so the local side keeps all its isolation, network included
-      (a Unix socket path is not network-namespaced). A session costs a mux
-      client (~4 ms), not an SSH handshake (125-180 ms).
+      outside every task sandbox (a master started in one would die with it),
+      in a bwrap sandbox of its own with no capabilities, no host network (it
+      reaches the embedded server's Unix socket) and no writable host path,
+      and with ``ControlMaster=ask`` and a policy that allows new sessions
+      only (:mod:`transports.ssh_master`). The control socket's directory is
+      bound read-only into the sandbox, so the local side keeps all its
+      isolation, network included (a Unix socket path is not
+      network-namespaced). A session costs a mux client (~4 ms) plus the
+      policy's answer (~1 ms), not an SSH handshake (125-180 ms).
     * Remote side (default): the embedded asyncssh server of
       :mod:`transports.ssh_server` on 127.0.0.1 (ephemeral port, host and
       client ed25519 keys made per process in a private 0700 temp dir, key
@@ -63,11 +67,22 @@ A real sshd (``Ssh(target="user@host:port", key=PATH)``, or :func:`configure`)
     fallback client the local side needs the network (``network=True``).
 
 Known limits
-    The local side can reach the shared master's control socket, so a reply that
-    runs ``ssh -O exit`` ends the master: concurrent deliveries then fail (exit
-    255) and the next one starts a new master. A ``&`` that the local parse
-    splits off can start two sessions; the first request the server sees is
-    ``received``.
+    The local side can reach the shared master's control socket (it must), so a
+    reply can send multiplexing requests of its own. The master refuses every
+    one that would act outside the sandbox or end it: forwards (``-O forward``,
+    ``-L/-R/-D``), stdio forwards (``-W``), ``-O exit`` and ``-O stop`` get
+    "Permission denied" (exit 255), and the master goes on serving every
+    other delivery. What still answers: ``-O check`` (the master's pid, in
+    another pid namespace), ``-O cancel`` (there is nothing to cancel) and
+    ``-O proxy``, which makes the master a relay of raw SSH channel messages to
+    the server: a session opened that way runs in the reply's own sandbox (its
+    token) and counts as a further request, and the embedded server refuses
+    every forwarding channel and request. Without bubblewrap the master runs
+    unconfined and only the policy holds (the local side has no isolation
+    then either). With a real sshd, what a proxied client may open there is
+    that sshd's business, like everything the command does on it. A ``&``
+    that the local parse splits off can start two sessions; the first
+    request the server sees is ``received``.
 
 Endpoints (server, master, configs, keys) and their lifetime: :mod:`transports.ssh_endpoint`.
 """
@@ -117,6 +132,8 @@ def _merge(local: Execution, session: Session | None) -> Execution:
         stdout=Stream(local.stdout.text, local.stdout.truncated or any(r.stdout.truncated for r in remote)),
         stderr=Stream(local.stderr.text, local.stderr.truncated or any(r.stderr.truncated for r in remote)),
         timed_out=timed_out, exec_ms=local.exec_ms, isolation=local.isolation,
+        limit_hit="time" if timed_out else next((r.limit_hit for r in remote if r.limit_hit), local.limit_hit),
+        limits_applied=local.limits_applied,
     )
 
 

@@ -1,0 +1,141 @@
+"""Memory, disk and leftover limits of the sandbox (step 6, item 5): floods end cleanly, the record
+says which cap, and the host keeps nothing. Each attack is a real command in a real sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from tasks.load import get_task
+from transports.execute import execute
+from transports.sandbox import Limits, Sandbox
+
+TASK = get_task("file-write/control")
+QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
+
+
+def record(command: str, limits: Limits, transport: str = "raw"):
+    return anyio.run(lambda: execute(TASK, transport, command, limits=limits))
+
+
+def test_a_memory_flood_is_ended_by_the_memory_cap_and_says_so(require) -> None:
+    require("memory-cgroup")
+    start = time.monotonic()
+    r = record("python3 -c 'x = bytearray(400 << 20); print(len(x))'", Limits(timeout_s=20, memory=128 << 20))
+    assert time.monotonic() - start < 15
+    assert r.limit_hit == "memory" and r.exit_code == 137 and not r.timed_out
+    assert r.limits_applied and r.limits_applied["memory"] in ("cgroup-v1", "cgroup-v2")
+    assert r.stdout.text == ""
+
+
+def test_memory_under_the_cap_is_fine() -> None:
+    r = record("python3 -c 'x = bytearray(32 << 20); print(len(x))'", Limits(memory=256 << 20))
+    assert r.limit_hit is None and r.stdout.text == str(32 << 20) + "\n"
+
+
+def test_a_tmpfs_file_counts_against_the_memory_cap(require) -> None:
+    require("memory-cgroup")
+    r = record("for i in 1 2 3 4; do head -c 40000000 /dev/zero > /tmp/big$i; done; echo wrote",
+               Limits(memory=96 << 20, tmp_size=512 << 20))
+    assert r.limit_hit == "memory" and "wrote" not in r.stdout.text
+
+
+def test_a_disk_flood_fills_only_the_sandbox_cap(require) -> None:
+    require("disk-cap")
+    free_before = shutil.disk_usage(tempfile.gettempdir()).free
+    r = record("for i in $(seq 64); do head -c 1000000 /dev/zero > f$i || break; done; echo stopped at $i",
+               Limits(disk=16 << 20))
+    assert r.limit_hit == "disk"
+    assert r.limits_applied and r.limits_applied["disk"] == "tmpfs"
+    assert "No space left on device" in r.stderr.text
+    stopped = int(r.stdout.text.split()[-1])
+    assert 10 <= stopped <= 17  # about 16 one-megabyte files fit, never 64
+    assert shutil.disk_usage(tempfile.gettempdir()).free > free_before - (8 << 20)
+
+
+def test_one_big_file_hits_the_file_size_limit_exactly() -> None:
+    r = record("head -c 5000000 /dev/zero > big; ls -l big | cut -d' ' -f5 >&2", Limits(file_size=1 << 20))
+    assert r.exit_code == 0  # the shell survives; head was killed by SIGXFSZ
+    assert r.stderr.text.endswith(f"{1 << 20}\n")
+    assert r.limit_hit == "file-size"
+
+
+def test_the_address_space_fallback_applies_and_is_recorded(tmp_path: Path) -> None:
+    """Where no cgroup can be made (QB_NO_CGROUP=1 stands in for such a machine), the memory cap is an
+    address-space rlimit, and the record says so."""
+    env = {**os.environ, "QB_NO_CGROUP": "1", "QB_NO_DISK_CAP": "1"}
+    done = subprocess.run([*QB, "exec", "--task", "file-write/control", "--transport", "raw", "--json", "--command",
+                           "python3 -c 'x = bytearray(3 << 30)'"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    rec = json.loads(done.stdout)
+    assert rec["limits_applied"] == {"processes": "none", "memory": "rlimit-as", "disk": "file-size only"}
+    assert rec["limit_hit"] == "memory" and "MemoryError" in rec["stderr"]["text"]
+
+
+DEEP = """
+import os
+for i in range(5000):
+    os.mkdir("d"); os.chdir("d")
+os.mkfifo("f"); os.symlink("/etc/passwd", "l"); os.chmod("..", 0)
+print("deep")
+"""
+
+
+def test_a_deep_tree_is_removed_by_close() -> None:
+    async def go():
+        box = Sandbox.create(TASK, Limits(timeout_s=20))
+        ex = await box.run(["python3", "-c", DEEP])
+        root = box.root
+        box.close()
+        return ex, root
+    ex, root = anyio.run(go)
+    assert ex.stdout.text == "deep\n"
+    assert not root.exists()
+
+
+def test_the_same_deep_tree_without_the_tmpfs() -> None:
+    env_before = os.environ.get("QB_NO_DISK_CAP")
+    os.environ["QB_NO_DISK_CAP"] = "1"
+    try:
+        box = Sandbox.create(None, Limits(timeout_s=20))
+    finally:
+        if env_before is None:
+            del os.environ["QB_NO_DISK_CAP"]
+    assert not box.mounted
+    fd = os.open(box.workdir, os.O_RDONLY)
+    for _ in range(3000):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.mkfifo("f", dir_fd=fd)
+    os.symlink("/etc/passwd", "l", dir_fd=fd)
+    os.close(fd)
+    root = box.root
+    box.close()
+    assert not root.exists() and Path("/etc/passwd").exists()
+
+
+def test_leftovers_of_dead_processes_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    tmp = Path(tempfile.gettempdir())
+    dead = tmp / "qb-sandbox-999999999-leftover"
+    (dead / "work" / "a" / "b").mkdir(parents=True)
+    (dead / "work" / "link").symlink_to("/etc/passwd")
+    live = tmp / f"qb-sandbox-{os.getppid()}-alive"
+    live.mkdir(exist_ok=True)
+    try:
+        subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
+                       check=True, timeout=60, capture_output=True)
+        assert not dead.exists()
+        assert live.exists() and Path("/etc/passwd").exists()
+    finally:
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(dead, ignore_errors=True)

@@ -1,0 +1,279 @@
+"""Control groups for sandboxed runs: a process-count limit and a memory limit.
+
+Why cgroups
+    RLIMIT_NPROC does nothing for uid 0, and campaigns often run as root (CI,
+    containers), so a fork bomb would otherwise have until the wall clock to exhaust
+    the host's process table; and an rlimit on address space breaks programs that
+    reserve much and use little. A memory cgroup counts what a run really uses, the
+    pages of its tmpfs files included, and its OOM killer ends only that run.
+
+Layout
+    ``<root>/quotebench-<pid>/sandbox-<n>/run-<m>``: a parent per harness process,
+    a group per sandbox (``pids.max``: the sandbox's processes, all runs together),
+    and a group per run (the memory limit, and what is killed and emptied when the
+    run ends: the ``ssh`` transport's local and remote runs share a sandbox and
+    overlap in time). The limit wrapper writes its own pid into the run group's
+    ``cgroup.procs`` before it execs bwrap, so the very first fork already counts.
+
+Machines differ (``mechanisms()`` says what applied, and records carry it)
+    * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine):
+      ``cgroup-v1``;
+    * a pure cgroup v2 host where this process may create groups under the root
+      with the ``pids`` and ``memory`` controllers enabled: ``cgroup-v2``;
+    * otherwise, or with ``QB_NO_CGROUP=1``: processes ``none`` (the wall clock and
+      the process-group kill still end a runaway) and memory ``rlimit-as`` (an
+      address-space limit set by the limit wrapper, ``ulimit -v``).
+    A process killed before its atexit leaves its groups behind; the next harness
+    process removes the groups of processes that no longer exist, and only those.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CONTROLLERS = ("pids", "memory")
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group per controller: two directories on cgroup v1, one directory for both on v2."""
+
+    dirs: dict[str, Path]
+
+    def unique(self) -> list[Path]:
+        return list(dict.fromkeys(self.dirs.values()))
+
+    def joined(self) -> str:
+        """The limit wrapper's argument: the group directories, space-separated (no spaces in them)."""
+        return " ".join(str(d) for d in self.unique())
+
+    def exists(self) -> bool:
+        return any(d.is_dir() for d in self.unique())
+
+    def __truediv__(self, name: str) -> Path:
+        """A control file, from the controller its name starts with (``group / "pids.peak"``)."""
+        return self.dirs.get(name.split(".", 1)[0], self.unique()[0]) / name
+
+
+class _State:
+    checked = False
+    version: str | None = None          # "cgroup-v1" | "cgroup-v2" | None
+    parents: dict[str, Path] = {}
+
+
+_counter = itertools.count()
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path / "cgroup.procs", os.W_OK)
+
+
+def _detect() -> None:
+    _State.checked = True
+    _State.version, _State.parents = None, {}
+    if os.environ.get("QB_NO_CGROUP"):
+        return
+    pid = os.getpid()
+    v1 = {c: CGROUP_ROOT / c for c in CONTROLLERS if _writable(CGROUP_ROOT / c)}
+    if v1:
+        parents: dict[str, Path] = {}
+        for c, root in v1.items():
+            _sweep_stale(root)
+            try:
+                (root / f"quotebench-{pid}").mkdir(exist_ok=True)
+            except OSError:
+                continue
+            parents[c] = root / f"quotebench-{pid}"
+        if parents:
+            _State.version, _State.parents = "cgroup-v1", parents
+            for p in parents.values():
+                atexit.register(_remove_dir, p)
+        return
+    if (CGROUP_ROOT / "cgroup.controllers").is_file() and _writable(CGROUP_ROOT):
+        try:
+            available = (CGROUP_ROOT / "cgroup.controllers").read_text().split()
+            if not all(c in available for c in CONTROLLERS):
+                return
+            (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory")
+            _sweep_stale(CGROUP_ROOT)
+            parent = CGROUP_ROOT / f"quotebench-{pid}"
+            parent.mkdir(exist_ok=True)
+            (parent / "cgroup.subtree_control").write_text("+pids +memory")
+        except OSError:
+            return
+        _State.version, _State.parents = "cgroup-v2", {c: parent for c in CONTROLLERS}
+        atexit.register(_remove_dir, parent)
+
+
+def _parents() -> dict[str, Path]:
+    if not _State.checked or any(not p.is_dir() for p in _State.parents.values()):
+        _detect()
+    return _State.parents
+
+
+def mechanisms() -> dict[str, str]:
+    """How the process and memory limits are applied on this machine (see the module docstring)."""
+    parents = _parents()
+    version = _State.version or "none"
+    return {"processes": version if "pids" in parents else "none",
+            "memory": version if "memory" in parents else "rlimit-as"}
+
+
+def available() -> Group | None:
+    """This process's parent groups, or None where no cgroup can be made."""
+    parents = _parents()
+    return Group(dict(parents)) if parents else None
+
+
+def new_group(max_pids: int) -> Group | None:
+    """A sandbox's group, allowing ``max_pids`` processes; None when there is no cgroup at all."""
+    parents = _parents()
+    if not parents:
+        return None
+    name = f"sandbox-{next(_counter)}"
+    dirs = {c: p / name for c, p in parents.items()}
+    group = Group(dirs)
+    try:
+        for d in group.unique():
+            d.mkdir()
+            if _State.version == "cgroup-v2":
+                (d / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in dirs))
+        if "pids" in dirs:
+            (dirs["pids"] / "pids.max").write_text(str(max_pids))
+    except OSError:
+        remove(group)
+        return None
+    return group
+
+
+def child(group: Group | None, memory: int) -> Group | None:
+    """A run's group under the sandbox's, with a memory limit of ``memory`` bytes (swap included)."""
+    if group is None:
+        return None
+    name = f"run-{next(_counter)}"
+    sub = Group({c: d / name for c, d in group.dirs.items()})
+    try:
+        for d in sub.unique():
+            d.mkdir()
+        mem = sub.dirs.get("memory")
+        if mem is not None:
+            if _State.version == "cgroup-v2":
+                (mem / "memory.max").write_text(str(memory))
+                _try_write(mem / "memory.swap.max", "0")
+            else:
+                (mem / "memory.limit_in_bytes").write_text(str(memory))
+                _try_write(mem / "memory.memsw.limit_in_bytes", str(memory))
+    except OSError:
+        remove(sub)
+        return None
+    return sub
+
+
+def _try_write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError:
+        pass  # swap accounting off: the memory limit alone still holds
+
+
+def _counter_in(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def oom_killed(group: Group | None) -> bool:
+    """Whether the memory controller's OOM killer ran in this (run) group."""
+    mem = group.dirs.get("memory") if group is not None else None
+    if mem is None:
+        return False
+    events = mem / ("memory.events" if _State.version == "cgroup-v2" else "memory.oom_control")
+    return _counter_in(events, "oom_kill") > 0
+
+
+def pid_limit_hits(group: Group | None) -> int:
+    """How often a fork was refused at the (sandbox) group's ``pids.max`` so far; compare before and after a run."""
+    pids = group.dirs.get("pids") if group is not None else None
+    return _counter_in(pids / "pids.events", "max") if pids is not None else 0
+
+
+def kill_all(group: Group | None) -> None:
+    """SIGKILL every process still in the group (a ``setsid`` escapes the process group, not the cgroup)."""
+    if group is None:
+        return
+    for d in group.unique():
+        try:
+            members = (d / "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        for pid in members:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+
+
+def remove(group: Group | None) -> None:
+    """Remove the group's directories and every subgroup left in them, killing what is inside;
+    a group that will not go is left, never waited on long. Never raises."""
+    if group is None:
+        return
+    for d in group.unique():
+        _remove_dir(d)
+
+
+def _remove_dir(top: Path) -> None:
+    """Depth-first without recursion (groups nest three levels at most, but a stale tree may not)."""
+    stack, order = [top], []
+    while stack:
+        d = stack.pop()
+        order.append(d)
+        try:
+            stack.extend(c for c in d.iterdir() if c.is_dir())
+        except OSError:
+            pass
+    for d in reversed(order):
+        try:
+            members = (d / "cgroup.procs").read_text().split()
+        except OSError:
+            members = []
+        for pid in members:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+        for _ in range(50):
+            try:
+                d.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # EBUSY while killed members are still being reaped
+                time.sleep(0.002)
+
+
+def _sweep_stale(root: Path) -> None:
+    """Groups left by processes that were killed before their atexit ran (their pid is gone)."""
+    try:
+        olds = list(root.glob("quotebench-*"))
+    except OSError:
+        return
+    for old in olds:
+        try:
+            os.kill(int(old.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            _remove_dir(old)
+        except (ValueError, PermissionError, OSError):
+            pass
