@@ -150,10 +150,28 @@ def cell_results() -> dict[tuple[str, str], bool]:
     return anyio.run(sweep)
 
 
+# The tasks the habitual baseline passes on raw x raw (and, disclosed, on nested x nested). The baseline is
+# not tuned to any score; these are pinned so that a change in a transport, a validator, the extraction or
+# the habits shows up here as a changed set, to be explained, not as a silently different number.
+HABIT_PASSES = {
+    "file-write/control", "file-write/h1", "file-write/h3", "file-append/control", "file-append/h1",
+    "file-append/h3", "hostile-filenames/control", "hostile-filenames/h1", "find-glob/control", "find-glob/h1",
+    "find-glob/h3", "grep-count/control", "grep-count/h1", "sed-replace/control", "heredoc/control", "heredoc/h1",
+    "argv-pass/control", "argv-pass/h1", "argv-pass/h3", "env-pass/control", "env-pass/h1", "env-pass/h3",
+    "json-write/control", "json-write/h3", "json-edit/control", "json-edit/h3", "git-commit/control",
+    "git-commit/h1", "git-commit/h3", "remote-exec/control",
+}
+
+
 def test_cell_pass_counts_are_reported(cell_results: dict[tuple[str, str], bool]) -> None:
-    """Printed, not asserted: the baseline is not tuned to any score (run pytest with -s to see them)."""
+    """Exact: which tasks pass in each cell (run pytest with -s to see the table)."""
     assert len(cell_results) == 56 * len(CELLS)
     counts = {cell: sum(ok for (_, c), ok in cell_results.items() if c == cell) for cell in CELLS}
+    passes = {cell: {t for (t, c), ok in cell_results.items() if c == cell and ok} for cell in CELLS}
+    assert counts == {"RR": 30, "RN": 1, "NR": 1, "NN": 30}
+    assert passes["RR"] == passes["NN"] == HABIT_PASSES
+    # only the quote-free heredoc survives a boundary it was not written for
+    assert passes["RN"] == passes["NR"] == {"heredoc/control"}
     print("\nhabitual baseline pass counts over 56 tasks: "
           + "  ".join(f"{cell} {n}/56" for cell, n in counts.items()))
     for task in suite():
