@@ -3,11 +3,14 @@
 Every check compares exact bytes or parsed structure and explains a failure in
 one line: what was expected, what was found, and where they first differ. The
 validator runs on the host against a directory written by hostile commands, so
-it refuses to follow symlinks out of the working directory and reads capped
-amounts. The working directory itself must still be the real directory the
-sandbox created (a command can replace it with a symlink to a host directory);
-paths are resolved against it as created, never through a symlink. Git is never
-run in the command's repository: see :mod:`tasks.gitread`.
+every read goes through :mod:`tasks.safefs`: paths are resolved one component at
+a time without following a symlink, a FIFO or device is never opened, and
+reads, listings and walks are capped; each refusal is a failed check with a
+one-line detail. The working directory itself must still be the real directory
+the sandbox created (a command can replace it with a symlink to a host
+directory). Git is never run in the command's repository: see
+:mod:`tasks.gitread`. Every detail is capped at MAX_DETAIL characters, with an
+explicit "... (N more ...)" marker, since it goes into every record.
 """
 
 from __future__ import annotations
@@ -19,24 +22,52 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from .fixture import file_bytes
-from .gitread import Snapshot, UnsafeRepo, fixture_facts, read_facts, snapshot
+from .gitread import Snapshot, TooMuchOutput, UnsafeRepo, fixture_facts, read_facts, snapshot
+from .safefs import UnsafeRead, kind_of, list_under, lstat_under, read_under, walk
 from .schema import (
     Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory,
     JsonEqual, Ran, Task,
 )
 
-MAX_READ = 1 << 20
-MAX_TREE = 10_000
-SHOW = 60
+MAX_READ = 1 << 20       # bytes read from one file
+MAX_TREE = 10_000        # entries walked for fixture-unchanged
+MAX_DEPTH = 100          # levels walked for fixture-unchanged
+MAX_LIST = 100_000       # entries listed for dir-listing
+SHOW = 60                # characters of content shown in a detail
+SHOW_NAMES = 10          # names shown from a list in a detail
+MAX_DETAIL = 2000        # characters of any detail
+
+
+def cap_detail(detail: str) -> str:
+    """``detail`` on one line and at most MAX_DETAIL characters: past that its middle is replaced by
+    '... (N more characters) ...', so both what is judged (the start) and why (the end) stay readable."""
+    detail = detail.replace("\r", "\\r").replace("\n", "\\n")
+    if len(detail) <= MAX_DETAIL:
+        return detail
+    keep = MAX_DETAIL - 50
+    head, tail = keep * 3 // 4, keep - keep * 3 // 4
+    return f"{detail[:head]} ... ({len(detail) - keep} more characters) ... {detail[-tail:]}"
+
+
+def names(items: list[str], limit: int = SHOW_NAMES) -> str:
+    """A list's repr with at most ``limit`` items and an explicit '... (N more)' marker."""
+    if len(items) <= limit:
+        return repr(items)
+    return repr(items[:limit])[:-1] + f", ... ({len(items) - limit} more)]"
 
 
 class CheckResult(BaseModel):
     check: str
     ok: bool
     detail: str
+
+    @field_validator("detail")
+    @classmethod
+    def _capped(cls, v: str) -> str:
+        return cap_detail(v)
 
 
 class Verdict(BaseModel):
@@ -68,32 +99,9 @@ def diff_bytes(expected: bytes, found: bytes) -> str:
     )
 
 
-class _Unsafe(Exception):
-    pass
-
-
-def _inside(root: Path, rel: str) -> Path:
-    """The path of ``rel`` under ``root``, refusing anything that escapes it or is a symlink."""
-    p = root / rel
-    real_root = os.path.realpath(root)
-    real_parent = os.path.realpath(p.parent)
-    if os.path.commonpath([real_root, real_parent]) != real_root:
-        raise _Unsafe(f"{rel}: its directory leads outside the working directory")
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        raise
-    if stat.S_ISLNK(st.st_mode):
-        raise _Unsafe(f"{rel}: is a symlink, not a file")
-    return p
-
-
 def _read(root: Path, rel: str) -> bytes:
-    p = _inside(root, rel)
-    if not p.is_file():
-        raise _Unsafe(f"{rel}: is not a regular file")
-    with open(p, "rb") as fh:
-        return fh.read(MAX_READ)
+    """At most MAX_READ bytes of the regular file ``root/rel``, never through a link (see safefs)."""
+    return read_under(root, rel, MAX_READ)
 
 
 # ---------------------------------------------------------------- checks
@@ -111,23 +119,26 @@ def _file_bytes(c: FileBytes, root: Path, task: Task) -> tuple[bool, str]:
 
 
 def _file_absent(c: FileAbsent, root: Path, task: Task) -> tuple[bool, str]:
-    if os.path.lexists(root / c.path):
+    try:
+        lstat_under(root, c.path)
+    except FileNotFoundError:
+        return True, f"{c.path}: absent as expected"
+    else:
         return False, f"{c.path}: exists, expected absent"
-    return True, f"{c.path}: absent as expected"
 
 
 def _dir_listing(c: DirListing, root: Path, task: Task) -> tuple[bool, str]:
     try:
-        p = _inside(root, c.path) if c.path != "." else root
-        found = sorted(os.listdir(p))
+        found = sorted(list_under(root, c.path, MAX_LIST))
     except FileNotFoundError:
         return False, f"{c.path}: directory missing"
     expected = sorted(c.names)
     if found == expected:
         return True, f"{c.path}: {len(found)} entries as expected"
-    missing = [n for n in expected if n not in found]
-    extra = [n for n in found if n not in expected]
-    return False, f"{c.path}: entries differ; missing {missing!r}, unexpected {extra!r}"
+    want, have = set(expected), set(found)
+    missing = [n for n in expected if n not in have]
+    extra = [n for n in found if n not in want]
+    return False, f"{c.path}: entries differ; missing {names(missing)}, unexpected {names(extra)}"
 
 
 def _argv(c: Argv, root: Path, task: Task) -> tuple[bool, str]:
@@ -183,7 +194,7 @@ def _json_path_diff(a: Any, b: Any, path: str = "$") -> str | None:
         return f"{path}: expected {json.dumps(a)[:SHOW]}, found {json.dumps(b)[:SHOW]}"
     if isinstance(a, dict):
         if set(a) != set(b):
-            return f"{path}: keys differ; missing {sorted(set(a) - set(b))!r}, unexpected {sorted(set(b) - set(a))!r}"
+            return f"{path}: keys differ; missing {names(sorted(set(a) - set(b)))}, unexpected {names(sorted(set(b) - set(a)))}"
         for k in a:
             d = _json_path_diff(a[k], b[k], f"{path}.{k}")
             if d:
@@ -247,10 +258,10 @@ def _tree_diff(expected: bytes, found: bytes) -> str:
         return out
 
     a, b = entries(expected), entries(found)
-    missing = sorted(set(a) - set(b))[:5]
-    extra = sorted(set(b) - set(a))[:5]
-    changed = sorted(k for k in set(a) & set(b) if a[k] != b[k])[:5]
-    return f"missing {missing!r}, unexpected {extra!r}, changed {changed!r}"
+    missing = sorted(set(a) - set(b))
+    extra = sorted(set(b) - set(a))
+    changed = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+    return f"missing {names(missing, 5)}, unexpected {names(extra, 5)}, changed {names(changed, 5)}"
 
 
 def _commit_headers(raw: bytes) -> tuple[str | None, list[str]]:
@@ -265,13 +276,18 @@ def _commit_headers(raw: bytes) -> tuple[str | None, list[str]]:
 
 
 def _git(c: GitHistory, root: Path, task: Task) -> tuple[bool, str]:
-    repo = root if c.path in (".", "") else _inside(root, c.path)
+    if c.path not in (".", ""):
+        try:
+            st = lstat_under(root, c.path)  # the repository's own path: no link on the way, nor at its end
+        except FileNotFoundError:
+            return False, f"git: {c.path}: missing"
+        if not stat.S_ISDIR(st.st_mode):
+            return False, f"git: {c.path}: is {kind_of(st.st_mode)}, not a directory"
     try:
-        snap = snapshot(repo, c.path)
+        with snapshot(root / c.path, c.path) as snap:
+            return _git_judge(c, snap, task)
     except UnsafeRepo as e:
         return False, f"git: {e}"
-    with snap:
-        return _git_judge(c, snap, task)
 
 
 def _git_judge(c: GitHistory, snap: Snapshot, task: Task) -> tuple[bool, str]:
@@ -298,7 +314,10 @@ def _git_judge(c: GitHistory, snap: Snapshot, task: Task) -> tuple[bool, str]:
             return False, (f"git: HEAD's parents are {[_short(p) for p in parents]!r}, expected "
                            f"{[_short(p) for p in want]!r} (the fixture's HEAD)")
     for rel, text in c.files.items():
-        shown = snap.git("cat-file", "blob", f"HEAD:{rel}")
+        try:
+            shown = snap.git("cat-file", "blob", f"HEAD:{rel}", cap=MAX_READ)
+        except TooMuchOutput:
+            return False, f"git: HEAD:{rel} is larger than {MAX_READ} bytes; not compared"
         if shown.returncode != 0:
             return False, f"git: HEAD does not contain {rel}"
         if shown.stdout != text.encode():
@@ -311,30 +330,18 @@ def _git_judge(c: GitHistory, snap: Snapshot, task: Task) -> tuple[bool, str]:
             return False, "git: the index cannot be read (missing, or has unmerged entries)"
         if index_tree != tree:
             staged = snap.out("diff-tree", "-r", "--name-only", "-z", "HEAD", index_tree) or b""
-            names = [x.decode(errors="backslashreplace") for x in staged.split(b"\0") if x]
-            return False, f"git: changes still staged: {names[:10]!r}"
+            staged_names = [x.decode(errors="backslashreplace") for x in staged.split(b"\0") if x]
+            return False, f"git: changes still staged: {names(staged_names)}"
     exact = ", tree is exactly the staged change" if facts and c.exact_tree else ""
     on = f" on {branch.removeprefix('refs/heads/')}" if branch else ""
     return True, f"git: {n} commits{on}, HEAD message exact ({len(expected)} bytes){exact}"
 
 
 def _tree_listing(root: Path, skip: set[str]) -> list[str]:
-    """Every path under ``root`` (hidden ones included), never following a symlink; ``skip`` not entered."""
-    found: list[str] = []
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(root / rel if rel else root) as it:
-            for entry in it:
-                path = f"{rel}/{entry.name}" if rel else entry.name
-                if path in skip:
-                    continue
-                found.append(path)
-                if len(found) > MAX_TREE:
-                    raise _Unsafe(f"the working directory holds more than {MAX_TREE} entries; not inspected")
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(path)
-    return found
+    """Every path under ``root`` (hidden ones included), never following a symlink; ``skip`` left out.
+    Capped at MAX_TREE entries and MAX_DEPTH levels (a 5000-level tree is refused, not walked)."""
+    return [e.rel for e in walk(root, max_entries=MAX_TREE, max_depth=MAX_DEPTH, skip=skip,
+                                what="the working directory") if e.rel not in skip]
 
 
 def _expected_tree(task: Task, new_paths: list[str]) -> tuple[set[str], set[str]]:
@@ -371,14 +378,13 @@ def _fixture_unchanged(c: FixtureUnchanged, root: Path, task: Task) -> tuple[boo
         if f.path in c.except_paths:
             continue
         try:
-            p = _inside(root, f.path)
             data = _read(root, f.path)
         except FileNotFoundError:
             return False, f"{f.path}: fixture file was removed"
         expected = file_bytes(f)
         if data != expected:
             return False, f"{f.path}: fixture file changed: {diff_bytes(expected, data)}"
-        mode = stat.S_IMODE(os.lstat(p).st_mode)
+        mode = stat.S_IMODE(lstat_under(root, f.path).st_mode)
         if mode != f.mode:
             return False, f"{f.path}: fixture file mode changed from {f.mode:o} to {mode:o}"
     if c.new_paths is None:
@@ -386,10 +392,8 @@ def _fixture_unchanged(c: FixtureUnchanged, root: Path, task: Task) -> tuple[boo
     expected, skip = _expected_tree(task, c.new_paths)
     found = set(_tree_listing(root, skip))
     if found != expected:
-        missing = sorted(expected - found)[:5]
-        extra = sorted(found - expected)[:5]
         return False, (f"the tree holds other paths than the fixture's and {c.new_paths!r}: "
-                       f"missing {missing!r}, unexpected {extra!r}")
+                       f"missing {names(sorted(expected - found), 5)}, unexpected {names(sorted(found - expected), 5)}")
     return True, f"fixture files unchanged; the tree holds exactly the fixture's paths and {c.new_paths!r}"
 
 
@@ -428,9 +432,11 @@ def validate(task: Task, workdir: Path) -> Verdict:
     for c in task.checks:
         try:
             ok, detail = _CHECKERS[c.kind](c, workdir, task)  # type: ignore[operator]
-        except _Unsafe as e:
+        except (UnsafeRead, UnsafeRepo) as e:
             ok, detail = False, str(e)
-        except (OSError, subprocess.SubprocessError) as e:
-            ok, detail = False, f"could not inspect the state: {e}"
+        except RecursionError:
+            ok, detail = False, "could not inspect the state: nested too deeply"
+        except (OSError, subprocess.SubprocessError, ValueError) as e:
+            ok, detail = False, f"could not inspect the state: {type(e).__name__}: {e}"
         results.append(CheckResult(check=check_name(c), ok=ok, detail=detail))
     return Verdict(passed=all(r.ok for r in results), checks=results)

@@ -4,7 +4,6 @@ list or remove. Each attack is built for real on disk; a regression must fail, n
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -201,6 +200,7 @@ def test_walk_is_capped_in_depth_and_entries_and_never_enters_links(tmp_path: Pa
     deep_tree(tmp_path / "t", 5000)
     with pytest.raises(UnsafeRead, match=r"^the tree is nested deeper than 64 levels; not inspected$"):
         bounded(lambda: list(walk(tmp_path / "t", max_entries=100_000, max_depth=64, what="the tree")))
+    remove_tree(tmp_path / "t")
     w = tmp_path / "w"
     (w / "a" / "b").mkdir(parents=True)
     (w / "a" / "b" / "f").write_text("x")
