@@ -6,6 +6,14 @@ Lifetime
     reused by every delivery from any event loop or thread, remade after a
     fork or if the master or server died, and torn down at interpreter exit
     (master terminated, server stopped, temp dir removed).
+
+The private directory (0700)
+    ``c/`` is bound read-only into every sandbox: the generated config, the
+    wrappers, the server's Unix socket and ``c/m/``, the control directory
+    (control socket and known_hosts), the only path the master may write, and
+    only until its socket exists (then 0555). Keys and the master's policy
+    helpers (``h/``) stay outside ``c/``. How the master is guarded:
+    :mod:`transports.ssh_master`.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import Literal
 
 import anyio
 
+from . import ssh_master
 from .sandbox import SYSTEM_PATH, Sandbox
 from .ssh_server import TOKEN_ENV, EmbeddedServer
 
@@ -120,16 +129,20 @@ def _openssh() -> str | None:
     return shutil.which("ssh", path=SYSTEM_PATH)
 
 
-def _python_dirs() -> tuple[Path, ...]:
-    """Directories the fallback client's Python needs that bwrap does not already bind.
+FALLBACK_MODULES = ("asyncssh", "cryptography", "cffi", "_cffi_backend", "typing_extensions")
 
-    Only the interpreter's prefixes and the directories holding asyncssh and its
-    dependencies: not ``sys.path`` wholesale, which may name a home directory, and
-    not the project (the client runs as a copied standalone script).
+
+def _python_dirs(modules: tuple[str, ...] = FALLBACK_MODULES) -> tuple[Path, ...]:
+    """Directories this Python needs (with ``modules``) that bwrap does not already bind.
+
+    Only the interpreter's prefixes and the directories holding ``modules`` (for
+    the fallback client: asyncssh and its dependencies): not ``sys.path``
+    wholesale, which may name a home directory, and not the project (the client
+    runs as a copied standalone script).
     """
     found: set[Path] = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                         Path(sys.exec_prefix).resolve(), Path(sys.executable).resolve().parent}
-    for name in ("asyncssh", "cryptography", "cffi", "_cffi_backend", "typing_extensions"):
+    for name in modules:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
             continue
@@ -168,8 +181,12 @@ class Endpoint:
         self.root = Path(tempfile.mkdtemp(prefix="qb-ssh-")).resolve()  # mode 0700
         self.client_dir = self.root / "c"  # the only part bound into sandboxes
         self.client_dir.mkdir()
-        self.control_path = self.client_dir / "ctl"
+        self.control_dir = self.client_dir / "m"  # the only path the master may write (until it listens)
+        self.control_dir.mkdir(mode=0o700)
+        self.control_path = self.control_dir / "ctl"
+        self.known_hosts = self.control_dir / "known_hosts"  # the master adds a real sshd's key (accept-new)
         self.config_path = self.client_dir / "config"
+        self.askpass, self.fdpass = ssh_master.write_helpers(self.root / "h")
         self.server: EmbeddedServer | None = None
         self.master: subprocess.Popen[bytes] | None = None
         self.key_path: Path | None = None
@@ -201,11 +218,11 @@ class Endpoint:
             port = self.server.start()
             host, user = "127.0.0.1", "qb"
             host_key_line = host_key.export_public_key().decode().strip()
-            (self.client_dir / "known_hosts").write_text(f"[{host}]:{port} {host_key_line}\n")
+            self.known_hosts.write_text(f"[{host}]:{port} {host_key_line}\n")
         else:
             host, port, user = self.remote.host, self.remote.port, self.remote.user
             self.key_path = Path(self.remote.key) if self.remote.key else None
-            (self.client_dir / "known_hosts").write_text("")
+            self.known_hosts.write_text("")
         self.host, self.port, self.user = host, port, user
         self.config_path.write_text(self._openssh_config())
         (self.client_dir / "fallback.json").write_text(json.dumps({
@@ -244,7 +261,7 @@ class Endpoint:
             f"  Port {self.port}",
             *([f"  User {self.user}"] if self.user else []),
             *([f'  IdentityFile "{self.key_path}"', "  IdentitiesOnly yes"] if self.key_path else []),
-            f'  UserKnownHostsFile "{self.client_dir / "known_hosts"}"',
+            f'  UserKnownHostsFile "{self.known_hosts}"',
             "  GlobalKnownHostsFile /dev/null",
             f"  StrictHostKeyChecking {'yes' if embedded else 'accept-new'}",
             "  CheckHostIP no",
@@ -271,25 +288,35 @@ class Endpoint:
         return "\n".join(lines) + "\n"
 
     def start_master(self) -> None:
-        """Connect the OpenSSH master once, outside every sandbox, and wait for its control socket."""
+        """Connect the guarded OpenSSH master once (see :mod:`transports.ssh_master`) and wait for its socket."""
         ssh = _openssh()
         if ssh is None:
             raise SshSetupError("the OpenSSH client (ssh) is not installed")
         self.stop_master()
+        self.control_dir.chmod(0o700)
         self.control_path.unlink(missing_ok=True)
-        env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
-        if self.remote is None:
-            env["HOME"] = str(self.root)
+        base = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+        argv = [ssh, "-F", str(self.config_path), "-o", "ControlMaster=ask"]
+        readable: tuple[Path, ...] = (self.client_dir, self.root / "h")
+        if self.server is not None:
+            base["HOME"] = str(self.root)
+            options, python = ssh_master.proxy_options(self.fdpass, self.server.unix_path or Path(), _python_dirs(()))
+            argv += options
+            readable += python
         else:  # a real sshd may need the user's default keys or agent
             for k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK"):
                 if k in os.environ:
-                    env[k] = os.environ[k]
+                    base[k] = os.environ[k]
+            readable += tuple(Path(p) for p in (ssh_master.user_ssh_dir(), os.environ.get("SSH_AUTH_SOCK")) if p)
+        if self.key_path is not None:
+            readable += (self.key_path,)
+        argv += ["-N", HOST_ALIAS]
+        full = ssh_master.confine(argv, writable=self.control_dir, readable=readable, network=self.server is None)
         log = self.root / "master.log"
         with open(log, "wb") as err:
-            proc = subprocess.Popen(
-                [ssh, "-F", str(self.config_path), "-o", "ControlMaster=yes", "-N", HOST_ALIAS],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
-                start_new_session=True, close_fds=True,
+            proc = ssh_master.spawn(
+                full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=ssh_master.env_for(self.askpass, base), start_new_session=True, close_fds=True,
             )
         deadline = time.monotonic() + MASTER_START_TIMEOUT_S
         while not self.control_path.exists():
@@ -300,6 +327,8 @@ class Endpoint:
                 raise SshSetupError(f"the ssh master connection to {self.host}:{self.port} failed: "
                                     + (detail[-1] if detail else "timed out"))
             time.sleep(0.005)
+        # the socket exists: from now on the (capability-less) master cannot create anything here
+        self.control_dir.chmod(0o555)
         # published only now: ready() runs without the lock, and a client that finds no control
         # socket falls back to a direct TCP connect, which the isolated local side cannot make
         self.master = proc
@@ -344,6 +373,10 @@ class Endpoint:
         self.stop_master()
         if self.server is not None:
             self.server.stop()
+        try:
+            self.control_dir.chmod(0o700)  # 0555 once the master listens; a non-root owner could not empty it
+        except OSError:
+            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 

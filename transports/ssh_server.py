@@ -44,9 +44,26 @@ Limits of the emulation
     255 without a message and ``received`` is None; a real sshd would run it.
 
 Listeners
-    TCP on 127.0.0.1 (ephemeral port) for the OpenSSH master, and optionally a
-    Unix socket for the fallback client, which runs inside the sandbox with no
-    network (a socket path is not network-namespaced).
+    A Unix socket (in the endpoint's directory, bound into the sandboxes) for
+    the OpenSSH master, which reaches it from its own network namespace (see
+    :mod:`transports.ssh_master`), and for the fallback client, which runs
+    inside the sandbox with no network (a socket path is not
+    network-namespaced); and TCP on 127.0.0.1 (ephemeral port), which names
+    the server in known_hosts and serves an unconfined setup.
+
+Sessions only, nothing else
+    A reply can reach this server with any SSH channel or request it likes
+    (``ssh -O proxy`` makes the shared master a plain relay, with no question
+    asked). The server runs in the harness's process, outside every sandbox,
+    so anything it opened would act on the host: it accepts session channels
+    and nothing else. asyncssh's ``SSHServer`` already refuses direct-tcpip,
+    direct-streamlocal, tcpip-forward, streamlocal-forward, tun and tap by
+    default (2.24: every ``*_requested`` returns False); :class:`SessionsOnly`
+    says so explicitly, so that a future default cannot open a hole, and the
+    client key carries ``no-port-forwarding,no-agent-forwarding,
+    no-X11-forwarding,no-pty`` on top (asyncssh enforces them before asking
+    the server object). Agent and X11 forwarding, ptys, scp and sftp are off in
+    the listener's options as well.
 """
 
 from __future__ import annotations
@@ -71,6 +88,31 @@ TOKEN_ENV = "QB_SANDBOX"
 
 REFUSED = 255
 TIMEOUT_STATUS = 128 + 9
+
+KEY_RESTRICTIONS = "no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty"
+"""authorized_keys options of the client key: asyncssh enforces these before any server callback."""
+
+
+class SessionsOnly(asyncssh.SSHServer):
+    """Refuses every forwarding channel and request, explicitly (see "Sessions only, nothing else")."""
+
+    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
+        return False  # direct-tcpip (-L, -D, -W): would connect from the host
+
+    def server_requested(self, listen_host: str, listen_port: int) -> bool:
+        return False  # tcpip-forward (-R): would listen on the host
+
+    def unix_connection_requested(self, dest_path: str) -> bool:
+        return False  # direct-streamlocal: would connect to a host socket
+
+    def unix_server_requested(self, listen_path: str) -> bool:
+        return False  # streamlocal-forward: would create a host socket
+
+    def tun_requested(self, unit: int | None) -> bool:
+        return False
+
+    def tap_requested(self, unit: int | None) -> bool:
+        return False
 
 
 @dataclass
@@ -98,7 +140,7 @@ class EmbeddedServer:
 
     def __init__(self, host_key: asyncssh.SSHKey, client_public_key: str, unix_path: Path | None = None) -> None:
         self._host_key = host_key
-        self._authorized = asyncssh.import_authorized_keys(client_public_key)
+        self._authorized = asyncssh.import_authorized_keys(KEY_RESTRICTIONS + " " + client_public_key)
         self.unix_path = unix_path
         self.port = 0
         self._sessions: dict[str, Session] = {}
@@ -161,7 +203,7 @@ class EmbeddedServer:
         self._stop = asyncio.Event()
         options = dict(
             server_host_keys=[self._host_key], authorized_client_keys=self._authorized,
-            process_factory=self._handle, encoding=None,
+            server_factory=SessionsOnly, process_factory=self._handle, encoding=None,
             password_auth=False, kbdint_auth=False, gss_host=None, allow_pty=False,
             agent_forwarding=False, x11_forwarding=False, allow_scp=False, sftp_factory=None,
             keepalive_interval=0, login_timeout=30, acceptor=self._accepted,
