@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from transports.record import Record
 from transports.sandbox import isolation_available
 from transports.ssh import endpoint
 
-pytestmark = pytest.mark.skipif(ssh_mod._openssh() is None, reason="the OpenSSH client is not installed")
+pytestmark = pytest.mark.needs("openssh")  # skips locally, fails under CI=true (tests/conftest.py)
 
 BWRAP = isolation_available() == "bwrap"
 TASK = get_task("file-write/control")
@@ -224,7 +227,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not BWRAP, reason="confining the master needs bubblewrap")
+@pytest.mark.needs("bwrap")  # confining the master needs bubblewrap
 async def test_the_master_runs_without_capabilities_network_or_writable_host_paths() -> None:
     ep = await endpoint(None, "openssh")
     assert ep.master is not None
@@ -252,3 +255,47 @@ def test_the_server_refuses_every_forward_explicitly_and_asyncssh_agrees() -> No
         assert server.tun_requested(None) is False
         assert server.tap_requested(None) is False
     assert KEY_RESTRICTIONS.split(",") == ["no-port-forwarding", "no-agent-forwarding", "no-X11-forwarding", "no-pty"]
+
+
+KILLED_HARNESS = """
+import os, signal, anyio
+from transports import ssh
+from transports.sandbox import Sandbox
+
+async def main() -> None:
+    with Sandbox.create() as box:
+        d = await ssh.Ssh().deliver("echo hi", box)
+    ep = await ssh.endpoint(None, "openssh")
+    print(ep.root, d.execution.stdout.text.strip(), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+anyio.run(main)
+"""
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_killed_harness_leaves_no_master_and_the_next_run_removes_its_directory() -> None:
+    project = str(Path(__file__).resolve().parent.parent)
+    killed = subprocess.run([sys.executable, "-c", KILLED_HARNESS], capture_output=True, text=True, cwd=project,
+                            timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    root, said = killed.stdout.split()
+    assert said == "hi" and Path(root).is_dir()
+    deadline = time.monotonic() + 5
+    while _processes_naming(root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_naming(root) == []  # the master died with the harness
+    subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
+                   check=True, cwd=project, timeout=60)
+    assert not Path(root).exists()  # keys included

@@ -115,7 +115,8 @@ class Endpoint:
     def __init__(self, remote: Remote | None) -> None:
         self.remote = remote
         self.pid = os.getpid()
-        self.root = Path(tempfile.mkdtemp(prefix="qb-ssh-")).resolve()  # mode 0700
+        # named with our pid: a later run removes it if this process was killed (sandbox.sweep_leftovers)
+        self.root = Path(tempfile.mkdtemp(prefix=f"qb-ssh-{os.getpid()}-")).resolve()  # mode 0700
         self.client_dir = self.root / "c"  # the only part bound into sandboxes
         self.client_dir.mkdir()
         self.control_dir = self.client_dir / "m"  # the only path the master may write (until it listens)
