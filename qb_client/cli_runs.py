@@ -14,7 +14,7 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
-from .console import err, fail, out, print_json
+from .console import OUTPUT_RULE, check_output_file, err, fail, message, out, print_json, safe
 
 
 # ---------------------------------------------------------------- lists
@@ -43,21 +43,25 @@ def effort_list(spec: str) -> list[str]:
     return rungs
 
 
-def check_out_dir(path: Path) -> None:
-    """``run --out``: a directory (made here if missing); an existing file or an unwritable place is bad input."""
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """``run --out``: a directory, made here if missing, but only inside a directory that exists (the output
+    rule of the whole CLI); an existing file or an unwritable place is bad input."""
+    shown = safe(str(path))
     if path.exists() and not path.is_dir():
-        fail(f"--out {path}: exists and is not a directory (a campaign writes replies.jsonl, results.jsonl, "
+        fail(f"{option} {shown}: exists and is not a directory (a campaign writes replies.jsonl, results.jsonl, "
              "errors.jsonl into it)")
+    if not path.parent.is_dir():
+        fail(f"{option} {shown}: the directory {safe(str(path.parent))} does not exist (create it first)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(exist_ok=True)
     except OSError as e:
-        fail(f"--out {path}: cannot create the directory: {e.strerror or e}")
+        fail(f"{option} {shown}: cannot create the directory: {e.strerror or e}")
     for name in ("replies.jsonl", "results.jsonl", "errors.jsonl"):
         f = path / name
         if f.is_dir():
-            fail(f"--out {path}: {name} is a directory")
+            fail(f"{option} {shown}: {name} is a directory")
     if not os.access(path, os.W_OK | os.X_OK):
-        fail(f"--out {path}: not writable")
+        fail(f"{option} {shown}: not writable")
 
 
 def latest(records: list[dict], error: Callable[[dict], bool]) -> list[dict]:
@@ -78,54 +82,50 @@ def progress_bar(total: int, label: str):
     """A rich progress bar with an ETA on stderr (stdout stays clean for --json)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
     return progress, progress.add_task(label, total=total)
 
 
-def campaign_progress():
-    """Two bars (generate, execute) fed by a campaign's hooks; totals add up over several campaigns
-    (effort rungs, the demo's two agents)."""
+def campaign_progress(campaigns: int, replies: int, transports: int):
+    """Two bars (generate, execute) for ``campaigns`` campaigns of ``replies`` replies (tasks x contracts x
+    draws) on ``transports`` transports each, fed by the campaigns' hooks.
+
+    The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
+    to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
+    the rest of its share (already done by an earlier run) is counted as done at once."""
     from .campaign import Progress
 
-    progress, gen_bar = progress_bar(0, "generate")
-    exec_bar = progress.add_task("execute", total=0)
-    totals = {gen_bar: 0, exec_bar: 0}
+    progress, gen_bar = progress_bar(campaigns * replies, "generate")
+    exec_bar = progress.add_task("execute", total=campaigns * replies * transports)
 
-    def add(bar, n: int) -> None:
-        totals[bar] += n
-        progress.update(bar, total=totals[bar])
-
-    hooks = Progress(on_generation_total=lambda n: add(gen_bar, n), on_generated=lambda: progress.advance(gen_bar),
-                     on_execution_total=lambda n: add(exec_bar, n), on_executed=lambda r: progress.advance(exec_bar))
+    hooks = Progress(on_generation_total=lambda n: progress.advance(gen_bar, max(0, replies - n)),
+                     on_generated=lambda: progress.advance(gen_bar),
+                     on_execution_total=lambda n: progress.advance(exec_bar, max(0, replies * transports - n)),
+                     on_executed=lambda r: progress.advance(exec_bar))
     return progress, hooks
 
 
-def summarize(records: list[dict]) -> dict:
-    """Pass counts per (contract, transport) of freshly written records; records with ``error`` set (the
-    execution itself failed) are counted apart, under ``errors``, as the report does."""
-    cells: dict[str, dict[str, int]] = {}
-    for r in records:
-        key = f"{r['contract']} x {r['transport']}"
-        c = cells.setdefault(key, {"passed": 0, "n": 0, "damaged": 0, "transport_errors": 0, "errors": 0})
-        if r.get("error"):
-            c["errors"] += 1
-            continue
-        c["n"] += 1
-        c["passed"] += bool(r["verdict"]["passed"])
-        c["damaged"] += bool(r["damaged"])
-        c["transport_errors"] += bool(r.get("transport_error"))
-    return cells
+def summarize(records: list[dict]) -> list[dict]:
+    """One row per config x contract x transport (see :func:`qb_client.replay.summary_rows`)."""
+    from .replay import summary_rows
+
+    return summary_rows(records)
 
 
-def print_summary(cells: dict, title: str) -> None:
+def print_summary(rows: list[dict], title: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table("contract x transport", "passed", "n", "rate", "damaged", "transport errors", "errors",
-                  title=title)
-    for key, c in sorted(cells.items()):
-        table.add_row(key, str(c["passed"]), str(c["n"]), f"{100 * c['passed'] / c['n']:.1f}%" if c["n"] else "-",
-                      str(c["damaged"]), str(c["transport_errors"]), str(c.get("errors", 0)))
+    table = Table(title=title)
+    table.add_column("config", overflow="fold")  # labels wrap if they must, never get cut
+    table.add_column("contract x transport", overflow="fold")
+    for name in ("passed/n", "rate", "damaged", "transport\nerrors", "errors"):  # numbers are never cut
+        table.add_column(name, justify="right", no_wrap=True)
+    for c in rows:
+        table.add_row(Text(c["config"]), Text(f"{c['contract']} x {c['transport']}"), f"{c['passed']}/{c['n']}",
+                      f"{100 * c['rate']:.1f}%" if c["rate"] is not None else "-",
+                      str(c["damaged"]), str(c["transport_errors"]), str(c["errors"]))
     out.print(table)
 
 
@@ -133,7 +133,7 @@ def print_summary(cells: dict, title: str) -> None:
 def replay_cmd(
     replies: Path = typer.Argument(..., metavar="REPLIES.jsonl", help="Reply store: JSONL with task_id and command or reply."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
-    out_path: Path = typer.Option(..., "--out", help="Results JSONL (appended; a rerun completes what is missing)."),
+    out_path: Path = typer.Option(..., "--out", help=f"Results JSONL (appended; a rerun completes what is missing). {OUTPUT_RULE}"),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel executions (default: cores)."),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -145,20 +145,22 @@ def replay_cmd(
     from .replay import done_keys, is_harness_error, load_replies, replay
 
     names = parse_list(transports)
-    if out_path.is_dir():
-        fail(f"--out {out_path}: is a directory (give the results JSONL file)")
+    check_output_file("--out", out_path)
     stored = load_replies(replies)
-    before = len(done_keys(out_path))
-    total = len(stored) * len(names)
-    fresh: list[dict] = []
-    start = time.perf_counter()
-    progress, bar = progress_bar(total, "replay")
-    with progress:
-        progress.update(bar, completed=min(before, total))
-        n = anyio.run(lambda: replay(stored, names, out_path, concurrency=concurrency,
-                                     on_record=lambda r: (fresh.append(r.model_dump(mode="json")), progress.advance(bar))))
-    seconds = time.perf_counter() - start
     keys = {(r.reply_id, t) for r in stored for t in names}
+    total = len(keys)
+    already = len(keys & done_keys(out_path))
+    start = time.perf_counter()
+    if already == total:
+        message(f"nothing to do: {total} results already in {out_path}")
+        n = 0
+    else:
+        progress, bar = progress_bar(total, "replay")
+        with progress:
+            progress.update(bar, completed=already)
+            n = anyio.run(lambda: replay(stored, names, out_path, concurrency=concurrency,
+                                         on_record=lambda r: progress.advance(bar)))
+    seconds = time.perf_counter() - start
     recorded = latest([r for r in read_jsonl(out_path) if (r.get("reply_id"), r.get("transport")) in keys],
                       is_harness_error)
     errors = [r for r in recorded if is_harness_error(r)]
@@ -168,12 +170,12 @@ def replay_cmd(
         print_json(doc)
     else:
         print_summary(doc["cells"], f"replay of {len(stored)} replies x {len(names)} transports -> {out_path}")
-        err.print(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s")
+        message(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s")
     for r in errors[:10]:
-        err.print(f"error: {r['task_id']} {r['contract']} x {r['transport']}: {r['error']}", markup=False, style="red")
+        message(f"error: {r['task_id']} {r['contract']} x {r['transport']}: {r['error']}", style="red")
     if errors:
-        err.print(f"{len(errors)} execution(s) failed in the harness (recorded with 'error' in {out_path}); "
-                  "rerun the same command to retry them")
+        message(f"{len(errors)} execution(s) failed in the harness (recorded with 'error' in {out_path}); "
+                "rerun the same command to retry them")
     raise typer.Exit(1 if errors else 0)
 
 
@@ -197,7 +199,8 @@ def parse_params(text: Optional[str]) -> dict:
 @app.command("run")
 def run_cmd(
     model: str = typer.Option(..., "--model", help="anthropic:MODEL, openai:MODEL, openai-chat:MODEL, replay:FILE, reference or habits."),
-    out_dir: Path = typer.Option(..., "--out", help="Campaign directory (replies.jsonl, results.jsonl, errors.jsonl)."),
+    out_dir: Path = typer.Option(..., "--out", help="Campaign directory (replies.jsonl, results.jsonl, errors.jsonl); "
+                                 "made if missing, but its parent directory must exist."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another endpoint for the provider."),
     contracts: str = typer.Option("raw,native,disclosed", "--contracts", help="Comma-separated: raw, native, disclosed, disclosed-single."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
@@ -210,14 +213,22 @@ def run_cmd(
     max_tries: int = typer.Option(4, "--max-tries", min=1, help="Attempts per API call (429, 5xx, timeouts are retried)."),
     timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait for one API response."),
     exec_concurrency: Optional[int] = typer.Option(None, "--exec-concurrency", min=1, help="Parallel executions (default: cores)."),
+    allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
+                                            help="Run a live model's commands even where no sandbox isolation is available."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out."""
     import time
 
+    from transports.sandbox import isolation_refusal
+
+    live = model.split(":", 1)[0] not in ("reference", "habits", "replay")
+    if live and not allow_no_isolation and (why := isolation_refusal("run with a live model")):
+        fail(why)
+
     from transports.store import read_jsonl
 
-    from .campaign import Campaign, Plan
+    from .campaign import Campaign, Plan, check_resume_files
     from .native import NativeExecutor
     from .providers.factory import make_provider
     from .providers.retry import RetryPolicy
@@ -236,7 +247,9 @@ def run_cmd(
     if server and "native" in contract_names:
         anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
     check_out_dir(out_dir)
-    progress, hooks = campaign_progress()
+    check_resume_files(out_dir)  # a bad line: one error before any progress bar
+    progress, hooks = campaign_progress(len(providers), len(plan.tasks) * len(plan.contracts) * plan.draws,
+                                        len(plan.transports))
     start = time.perf_counter()
     outcomes = []
     with progress:
@@ -254,12 +267,15 @@ def run_cmd(
         print_json(doc)
     else:
         print_summary(doc["cells"], f"{', '.join(labels)} -> {out_dir}/results.jsonl")
-        err.print(f"generated {doc['generated']} replies ({doc['reused']} reused), executed {doc['executed']}; "
-                  f"{seconds:.1f} s")
+        if not doc["generated"] and not doc["executed"] and not errors:
+            message(f"nothing to do: {len(results)} results already in {out_dir}/results.jsonl")
+        else:
+            message(f"generated {doc['generated']} replies ({doc['reused']} reused), executed {doc['executed']}; "
+                    f"{seconds:.1f} s")
         for e in errors[:10]:
-            err.print(f"error: {e}", markup=False, style="red")
+            message(f"error: {e}", style="red")
         if errors:
-            err.print(f"{len(errors)} error(s) recorded in {out_dir}/errors.jsonl; rerun the same command to retry them")
+            message(f"{len(errors)} error(s) recorded in {out_dir}/errors.jsonl; rerun the same command to retry them")
     raise typer.Exit(1 if errors else 0)
 
 
@@ -268,8 +284,9 @@ def run_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Keep the campaign here (default: a fresh temporary directory)."),
-    html: Path = typer.Option(Path("quotebench-report.html"), "--html", help="Where to write the HTML report."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Keep the campaign here (default: a fresh temporary "
+                                           "directory); made if missing, but its parent directory must exist."),
+    html: Path = typer.Option(Path("quotebench-report.html"), "--html", help=f"Where to write the HTML report. {OUTPUT_RULE}"),
     transports: str = typer.Option(",".join(["raw", "nested", "ssh", "escaped", "tempscript"]), "--transports",
                                    help="Transports to replay on."),
 ) -> None:
@@ -281,9 +298,12 @@ def demo_cmd(
     from .report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports)
+    check_output_file("--html", html)
+    if out_dir is not None:
+        check_out_dir(out_dir)
     where = out_dir or Path(tempfile.mkdtemp(prefix="quotebench-demo-"))
-    progress, hooks = campaign_progress()
-    err.print(f"quotebench demo: agents {', '.join(AGENTS)} x contracts {', '.join(CONTRACTS)} x transports "
+    progress, hooks = campaign_progress(len(AGENTS), len(suite()) * len(CONTRACTS), len(names))
+    message(f"quotebench demo: agents {', '.join(AGENTS)} x contracts {', '.join(CONTRACTS)} x transports "
               f"{', '.join(names)} over {len(suite())} tasks -> {where}")
     start = time.perf_counter()
     with progress:
@@ -291,9 +311,9 @@ def demo_cmd(
     doc = compute(load_records([str(where / "results.jsonl")]))
     render_terminal(doc, out)
     write_html(doc, html)
-    err.print(f"{time.perf_counter() - start:.1f} s; results in {where}/results.jsonl; report in {html}")
+    message(f"{time.perf_counter() - start:.1f} s; results in {where}/results.jsonl; report in {html}")
     for e in errors:
-        err.print(f"[red]error[/]: {e}")
+        message(f"error: {e}", style="red")
     raise typer.Exit(1 if errors else 0)
 
 

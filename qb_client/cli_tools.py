@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .cli_app import JSON_OPT, app
-from .console import err, fail, out, print_json
+from .console import OUTPUT_RULE, check_output_file, err, fail, out, print_json
 
 
 # ---------------------------------------------------------------- serve
@@ -25,9 +25,15 @@ def serve_cmd(
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --http address (needs --token)."),
     token: Optional[str] = typer.Option(None, "--token", envvar="QB_SERVE_TOKEN", help="Require Authorization: Bearer TOKEN."),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
+    allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
+                                            help="Serve even where no sandbox isolation is available."),
 ) -> None:
     """The MCP tool server: one shell tool, `bash`, whose calls go through the transport into a sandbox."""
     from qb_server.app import serve
+    from transports.sandbox import isolation_refusal
+
+    if not allow_no_isolation and (why := isolation_refusal("serve")):
+        fail(why)
 
     try:
         serve(transport=transport, task=task, http=http, tool_name=tool_name, control=control,
@@ -43,12 +49,14 @@ def serve_cmd(
 @app.command("report")
 def report_cmd(
     results: list[Path] = typer.Argument(..., metavar="RESULTS.jsonl...", help="One or more results files."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write one self-contained HTML page."),
+    html: Optional[Path] = typer.Option(None, "--html", help=f"Also write one self-contained HTML page. {OUTPUT_RULE}"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic of SPEC.md."""
     from .report import report_command
 
+    if html is not None:
+        check_output_file("--html", html)
     raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json))
 
 
@@ -77,7 +85,10 @@ def bench_cmd(
     from rich.table import Table
 
     floor = doc["bash_c_true_ms"]
-    t = Table("path", "median ms", "x bash -c true", title=f"bash -c true = {floor:.2f} ms (isolation: {doc['isolation']}, {doc['cores']} cores)")
+    t = Table(title=f"bash -c true = {floor:.2f} ms (isolation: {doc['isolation']}, {doc['cores']} cores)")
+    t.add_column("path", overflow="fold")
+    t.add_column("median ms", justify="right", no_wrap=True)
+    t.add_column("x bash -c true", justify="right", no_wrap=True)
     for name, v in doc["transports"].items():
         t.add_row(f"{name}: process run", f"{v['exec_ms']:.2f}", f"{v['exec_ratio']:.2f}")
         t.add_row(f"{name}: whole record (sandbox, fixture, run, verdict)", f"{v['record_ms']:.2f}", f"{v['record_ratio']:.2f}")

