@@ -10,6 +10,9 @@ registered on :data:`qb_client.cli_app.app` by the cli_* modules imported here.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
+
+import typer
 
 from tasks.load import TaskFileError, UnknownTaskError
 from transports.registry import UnknownTransportError
@@ -18,7 +21,7 @@ from transports.store import StoreError
 
 from . import cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
 from .cli_app import app
-from .console import BadInput, err
+from .console import BadInput, err, one_line
 
 KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError, StoreError, SandboxError)
 
@@ -38,10 +41,28 @@ def _unwrap(e: BaseException) -> BaseException:
     return e
 
 
+# typer 0.29 carries its own copy of click; TyperException is the public base of its parsing errors
+PARSE_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __import__("click").ClickException
+
+
+def _usage_error(e: Exception) -> NoReturn:
+    """A typer/click parsing error as one line on stderr, naming the option, with where to read more; exit 2.
+
+    ``--help`` output is untouched; so is the help a command group prints when given no command."""
+    code = getattr(e, "exit_code", 2)
+    if type(e).__name__ == "NoArgsIsHelpError":
+        sys.exit(code)  # the help was printed while the error was built
+    ctx = getattr(e, "ctx", None)
+    hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    text = e.format_message() if hasattr(e, "format_message") else str(e)
+    err.print(f"quotebench: error: {one_line(text)}{hint}")
+    sys.exit(code)
+
+
 def main() -> None:
     try:
         try:
-            app()
+            code = app(prog_name="quotebench", standalone_mode=False)
         except BaseExceptionGroup as group:
             inner = _unwrap(group)
             if inner is group:
@@ -49,9 +70,16 @@ def main() -> None:
             raise inner from None
     except SystemExit:  # the normal way out; checked first so the error classes below load only on errors
         raise
+    except PARSE_ERROR as e:
+        _usage_error(e)
+    except typer.Abort:  # end of input at a prompt
+        err.print("quotebench: aborted")
+        sys.exit(1)
     except _known_errors() as e:
-        err.print(f"quotebench: error: {' '.join(str(e).splitlines())}", markup=False)
+        err.print(f"quotebench: error: {one_line(str(e))}")
         sys.exit(2)
     except KeyboardInterrupt:
-        err.print("quotebench: interrupted; everything recorded so far is kept", markup=False)
-        sys.exit(130)
+        code = 130
+    if code == 130:  # typer turns Ctrl-C inside a command into exit 130
+        err.print("quotebench: interrupted; everything recorded so far is kept")
+    sys.exit(code if isinstance(code, int) else 0)

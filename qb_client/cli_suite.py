@@ -7,11 +7,12 @@ from typing import Optional
 
 import anyio
 import typer
+from rich.text import Text
 
 from tasks.load import get_task, select, suite
 
 from .cli_app import JSON_OPT, app, tasks_app, transports_app
-from .console import err, fail, out, print_json, record_table
+from .console import err, fail, human, out, print_json, record_table, safe, safe_text
 
 
 # ---------------------------------------------------------------- tasks
@@ -28,7 +29,9 @@ def tasks_list(as_json: bool = JSON_OPT) -> None:
 
     table = Table("id", "operation", "payload", title=f"{len(ts)} tasks")
     for t in ts:
-        table.add_row(t.id, t.operation, ", ".join(f"{k}={v!r}" for k, v in t.payload.items())[:90])
+        table.add_row(safe(t.id), safe(t.operation),
+                      Text(safe(", ".join(f"{k}={' '.join(human(v).split())}" for k, v in t.payload.items())),
+                           overflow="ellipsis", no_wrap=True))
     out.print(table)
 
 
@@ -51,16 +54,44 @@ def tasks_show(task_id: str = typer.Argument(..., metavar="ID"), as_json: bool =
     from rich.panel import Panel
     from rich.syntax import Syntax
 
-    out.print(Panel(t.instruction, title=f"{t.id}: {t.operation}"))
-    out.print("[bold]payload[/]", t.payload)
-    out.print("[bold]fixture[/]", doc["fixture"])
-    out.print("[bold]checks[/]")
+    out.print(Panel(safe_text(t.instruction), title=safe_text(f"{t.id}: {t.operation}")))
+    out.print(Text("payload", style="bold"))
+    out.print(_fields(doc["payload"]))
+    out.print(Text("fixture", style="bold"))
+    for f in t.fixture.files:
+        out.print(safe_text(f"  {f.path}  (mode {f.mode:o}, {len(f.text or '')} bytes"
+                            + (f", from {f.source})" if f.source else ")")))
+    for d in t.fixture.dirs:
+        out.print(safe_text(f"  {d}/  (directory)"))
+    if t.fixture.git:
+        out.print(Text("  git repository:"))
+        out.print(_fields(t.fixture.git.model_dump(), indent=4))
+    out.print(Text("checks", style="bold"))
     for c in doc["checks"]:
-        out.print("  ", c)
-    out.print("[bold]solution[/] (bash -c R)")
-    out.print(Syntax(t.solution, "bash", word_wrap=True))
-    out.print('[bold]solution_disclosed[/] (bash -c "R")')
-    out.print(Syntax(t.solution_disclosed, "bash", word_wrap=True))
+        c = dict(c)
+        out.print(safe_text(f"  - {c.pop('kind', 'check')}"))
+        out.print(_fields(c, indent=4))
+    out.print(Text("solution", style="bold") + Text(" (bash -c R)"))
+    out.print(Syntax(safe(t.solution), "bash", word_wrap=True))
+    out.print(Text("solution_disclosed", style="bold") + Text(' (bash -c "R")'))
+    out.print(Syntax(safe(t.solution_disclosed), "bash", word_wrap=True))
+
+
+def _fields(fields: dict, indent: int = 2) -> Text:
+    """``key: value`` lines as a reader reads them (none, yes/no, text as it is, JSON for structures);
+    a multi-line value starts on its own line, indented."""
+    text = Text()
+    pad = " " * indent
+    for key, value in fields.items():
+        shown = human(value)
+        text.append(f"{pad}{safe(str(key))}:", style="bold")
+        if "\n" in shown:
+            text.append("\n" + "\n".join(pad + "  " + line for line in shown.split("\n")))
+        else:
+            text.append(" " + shown)
+        text.append("\n")
+    text.rstrip()
+    return text
 
 
 @tasks_app.command("check")
@@ -88,14 +119,14 @@ def tasks_check(as_json: bool = JSON_OPT,
         from rich.table import Table
 
         table = Table("task", "solution/raw", "disclosed/nested", "fixture fails", "near misses rejected")
-        mark = lambda b: "[green]yes[/]" if b else "[red]NO[/]"  # noqa: E731
+        mark = lambda b: Text("yes", style="green") if b else Text("NO", style="red")  # noqa: E731
         for r in results:
             table.add_row(r.task_id, mark(r.solution), mark(r.solution_disclosed), mark(r.fixture_rejected),
                           f"{r.near_misses_rejected}/{r.near_misses}" if r.near_misses else "-")
         out.print(table)
         for r in results:
             for p in r.problems:
-                out.print(f"[red]{r.task_id}[/]: {p}")
+                out.print(Text(r.task_id, style="red") + safe_text(f": {p}"))
         out.print(f"{good}/{len(results)} tasks hold; {nm_ok}/{nm} near misses rejected")
     raise typer.Exit(0 if good == len(results) else 1)
 

@@ -1,19 +1,34 @@
 """Shared terminal plumbing: stdout for results (``--json`` puts exactly one JSON
-document there), stderr for messages, and the one-line bad-input error."""
+document there), stderr for messages, the one-line bad-input error, and the one
+function that makes text from records safe to show on a terminal.
+
+Both consoles have markup and emoji off: user text (commands, task ids, labels,
+file names) is printed as it is, never read as ``[bold]`` or ``:smile:``. Styles
+are given as :class:`rich.text.Text` styles instead.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-# piped output gets room for wide tables instead of rich's default of 80 columns
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def _width(stream: Any) -> int | None:
+    """A terminal's own width; COLUMNS when set; else room for wide tables (rich would assume 80 columns)."""
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return 160
+
+
+out = Console(highlight=False, markup=False, emoji=False, width=_width(sys.stdout))
+err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 class BadInput(ValueError):
@@ -22,6 +37,96 @@ class BadInput(ValueError):
 
 def fail(message: str) -> NoReturn:
     raise BadInput(message)
+
+
+# ---------------------------------------------------------------- safe text
+
+# bidirectional controls reorder what a reader sees ("trojan source"); line and paragraph separators break lines
+_INVISIBLE = {0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def _escape(ch: str) -> str | None:
+    """The visible escape for one character, or None when it is shown as it is."""
+    o = ord(ch)
+    if ch in "\n\t":
+        return None
+    if o < 0x20 or 0x7F <= o <= 0x9F:  # C0, DEL, C1: ESC, OSC 52, clear screen, CSI...
+        return {"\r": "\\r", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\0": "\\0"}.get(ch, f"\\x{o:02x}")
+    if 0xDC80 <= o <= 0xDCFF:  # a byte that was not valid UTF-8, carried as a lone surrogate (surrogateescape)
+        return f"\\x{o - 0xDC00:02x}"
+    if 0xD800 <= o <= 0xDFFF or o in _INVISIBLE:
+        return f"\\u{o:04x}"
+    return None
+
+
+def safe(text: str) -> str:
+    """``text`` with every character that acts on a terminal shown as an escape.
+
+    Escaped: C0 controls except newline and tab (``\\x1b``, ``\\r``...), DEL and C1 (``\\x7f``, ``\\x9b``),
+    lone surrogates (a byte that was not UTF-8 shows as ``\\xff``), bidirectional controls and line
+    separators (``\\u202e``). Everything else, backslashes included, is left alone, so a shell command
+    stays readable. Every record text printed to a terminal goes through here.
+    """
+    if text.isprintable() and "\x7f" not in text:
+        return text  # the common case: nothing to escape (isprintable is False for \n and \t too)
+    return "".join(_escape(ch) or ch for ch in text)
+
+
+def safe_text(text: str, style: str = "") -> Text:
+    """:func:`safe` as a rich Text; the escapes are shown reversed so they stand out from the text."""
+    t = Text(style=style)
+    run: list[str] = []
+    for ch in text:
+        e = _escape(ch)
+        if e is None:
+            run.append(ch)
+            continue
+        if run:
+            t.append("".join(run))
+            run = []
+        t.append(e, style="reverse")
+    if run:
+        t.append("".join(run))
+    return t
+
+
+def one_line(text: str) -> str:
+    """A message as one safe line (an error that quotes user text must stay one line)."""
+    return safe(" ".join(str(text).splitlines()))
+
+
+def human(value: Any) -> str:
+    """A value as a reader reads it, never as a Python repr: none, yes/no, the text itself, JSON for structures."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return safe(value)
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (str, int, float)) for v in value):
+        return ", ".join(human(v) for v in value) if value else "none"
+    return safe(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+# ---------------------------------------------------------------- output files
+
+
+def check_output_file(option: str, path: Path) -> None:
+    """The output-file rule of the whole CLI: an output's parent directory must exist (nothing is created
+    on the way to it, so a typo cannot scatter directories), and the output itself must not be a directory."""
+    parent = path.parent
+    if not parent.is_dir():
+        fail(f"{option} {safe(str(path))}: the directory {safe(str(parent))} does not exist (create it first)")
+    if path.is_dir():
+        fail(f"{option} {safe(str(path))}: is a directory (give a file name)")
+
+
+OUTPUT_RULE = "Its parent directory must exist."
+
+
+# ---------------------------------------------------------------- printing
 
 
 def print_json(doc: Any) -> None:
@@ -36,24 +141,41 @@ def print_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
+def message(text: str, style: str = "") -> None:
+    """One message on stderr, its user text made safe."""
+    err.print(safe_text(text, style))
+
+
+def _exit_text(rec: dict[str, Any]) -> str:
+    code = rec["exit_code"]
+    text = "none (no shell ran)" if code is None else str(code)
+    return text + ("  (timed out)" if rec["timed_out"] else "")
+
+
 def record_table(rec: dict[str, Any]) -> Table:
-    """A compact human view of one record."""
+    """A compact human view of one record: texts as they are (escaped), never Python reprs."""
     t = Table(show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold")
-    t.add_column()
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
     verdict = rec["verdict"]
-    t.add_row("task", f"{rec['task_id']}  via {rec['transport']}  ({rec.get('isolation') or 'not run'})")
-    t.add_row("command", Text(repr(rec["command"])))
-    t.add_row("received", Text(repr(rec["received"])) + (Text("  (damaged)", style="red") if rec["damaged"] else Text("")))
-    t.add_row("exit", f"{rec['exit_code']}" + ("  (timed out)" if rec["timed_out"] else ""))
+    t.add_row("task", safe_text(f"{rec['task_id']}  via {rec['transport']}  ({rec.get('isolation') or 'not run'})"))
+    t.add_row("command", safe_text(rec["command"]) if rec["command"] is not None else Text("none", style="dim"))
+    received = rec["received"]
+    got = safe_text(received) if received is not None else Text("none (no shell received a program)", style="dim")
+    t.add_row("received", got + (Text("  (damaged)", style="red") if rec["damaged"] else Text("")))
+    t.add_row("exit", _exit_text(rec))
     if rec.get("transport_error"):
-        t.add_row("transport error", Text(rec["transport_error"], style="red"))
+        t.add_row("transport error", safe_text(rec["transport_error"], "red"))
+    if rec.get("error"):
+        t.add_row("harness error", safe_text(rec["error"], "red"))
     for stream in ("stdout", "stderr"):
         s = rec[stream]
         if s["text"]:
-            t.add_row(stream, Text(s["text"].rstrip("\n")[:500] + (" [truncated]" if s["truncated"] else "")))
+            t.add_row(stream, safe_text(s["text"].rstrip("\n")[:500]) + (Text(" [truncated]", style="dim")
+                                                                         if s["truncated"] else Text("")))
     t.add_row("verdict", Text("PASS", style="bold green") if verdict["passed"] else Text("FAIL", style="bold red"))
     for c in verdict["checks"]:
-        t.add_row("", Text(("ok   " if c["ok"] else "FAIL ") + f"{c['check']}: {c['detail']}",
-                           style="green" if c["ok"] else "red"))
+        t.add_row("", safe_text(("ok   " if c["ok"] else "FAIL ") + f"{c['check']}: {c['detail']}",
+                                "green" if c["ok"] else "red"))
     return t
+

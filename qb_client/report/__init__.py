@@ -44,10 +44,9 @@ def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     else:
-        from rich.console import Console
+        from ..console import out  # markup and emoji off; the terminal's width, COLUMNS, or room when piped
 
-        # piped output gets room for the tables instead of a default of 80 columns
-        render_terminal(doc, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        render_terminal(doc, out)
     if html:
         print(f"quotebench report: wrote {html}", file=sys.stderr)
     return 0

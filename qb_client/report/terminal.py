@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ..console import safe, safe_text
 from . import fmt
 from .compute import selection_detail
 
 STYLE = {"neg": "red", "pos": "green", "": ""}
+
+
+def _t(text: str, style: str = "") -> Text:
+    """User text from the results (labels, families, contracts) as shown: escaped, never markup."""
+    return safe_text(text, style)
 
 
 def _diff(stat: dict[str, Any] | None) -> Text:
@@ -24,62 +34,125 @@ def _rate(rate: float | None) -> Text:
     return Text(fmt.pct(rate), style="dim" if rate is None else "")
 
 
+@dataclass
+class Grid:
+    """A table that fits the console: one wide table when it fits, else one block per row (stacked).
+
+    Numbers are never cut: value columns do not wrap, so a table whose narrowest form is still wider than
+    the console is stacked instead; in a block every value stands on its own line next to its column name.
+    ``keys`` name a row (config, contract...); in the wide form a key equal to the row above is left blank.
+    """
+
+    title: str
+    caption: str | None
+    key_headers: list[str]
+    value_headers: list[str]
+    rows: list[tuple[list[Text], list[Text | str], bool]] = field(default_factory=list)
+
+    def add(self, keys: list[Text], values: list[Text | str], end_section: bool = False) -> None:
+        self.rows.append((keys, values, end_section))
+
+    def wide(self, compact: bool = False) -> Table:
+        t = _table(self.title, self.caption)
+        if compact:  # no outer border, one space between columns
+            t.box, t.show_edge, t.padding, t.collapse_padding = box.SIMPLE_HEAD, False, (0, 1), True
+        for k, head in enumerate(self.key_headers):
+            width = max([cell_len(head)] + [r[0][k].cell_len for r in self.rows])
+            t.add_column(_t(head), no_wrap=True, min_width=width)
+        for head in self.value_headers:
+            t.add_column(_t(head), justify="right", no_wrap=True)
+        previous: list[str] = []
+        for keys, values, end in self.rows:
+            shown = [Text("") if k < len(previous) and key.plain == previous[k] and k + 1 < len(keys) else key
+                     for k, key in enumerate(keys)]
+            previous = [key.plain for key in keys]
+            t.add_row(*shown, *values, end_section=end)
+        return t
+
+    def transposed(self, compact: bool = False) -> Table:
+        """Rows become columns (a config per column): for a few long-named rows with many values."""
+        t = _table(self.title, self.caption)
+        if compact:
+            t.box, t.show_edge, t.padding, t.collapse_padding = box.SIMPLE_HEAD, False, (0, 1), True
+        t.add_column("", no_wrap=True)
+        for keys, _, _ in self.rows:
+            t.add_column(Text("\n").join(keys), justify="right", no_wrap=True)
+        for k, head in enumerate(self.value_headers):
+            t.add_row(_t(head, "bold"), *[values[k] for _, values, _ in self.rows])
+        return t
+
+    def stacked(self) -> Group:
+        parts: list[Any] = [_t(self.title, "bold")]
+        if self.caption:
+            parts.append(Text(self.caption, style="dim"))
+        for keys, values, _ in self.rows:
+            heading = Text("  ").join(keys)
+            heading.stylize("bold")
+            parts.append(heading)
+            g = Table.grid(padding=(0, 2), pad_edge=False)
+            g.add_column(overflow="fold")
+            g.add_column(justify="right", no_wrap=True)
+            for head, value in zip(self.value_headers, values):
+                g.add_row(_t("  " + " ".join(head.split()), "dim"), value)
+            parts.append(g)
+        return Group(*parts)
+
+    def fit(self, console: Console) -> Any:
+        """The first layout that fits: the table (bordered, then compact), the table transposed (a column
+        per row), else a block per row.
+
+        Every column is no_wrap, so a table needs its full (maximum) measured width; narrower, rich
+        would cut cells with an ellipsis (``(30/5…``)."""
+        unbounded = console.options.update_width(10_000)  # Measurement.get clamps to the width it is given
+        for layout in (self.wide, self.transposed):
+            for compact in (False, True):
+                table = layout(compact)
+                if Measurement.get(console, unbounded, table).maximum <= console.width:
+                    return table
+        return self.stacked()
+
+
 def _table(title: str, caption: str | None = None) -> Table:
-    return Table(title=Text(title, style="bold"), title_justify="left",
+    return Table(title=_t(title, "bold"), title_justify="left",
                  caption=Text(caption, style="dim") if caption else None, caption_justify="left",
                  header_style="bold", pad_edge=False)
 
 
-def _label_column(t: Table, configs: list[dict[str, Any]], title: str = "config") -> None:
-    """Labels are never cut: the column is as wide as the longest one."""
-    width = max([len(title)] + [len(c["label"]) for c in configs])
-    t.add_column(title, no_wrap=True, min_width=width)
-
-
-def _cells(configs: list[dict[str, Any]]) -> Table:
-    t = _table("Cells: pass rate % (passed/tasks)",
-               "RR raw reply, raw transport; RN raw reply, nested; NR disclosed reply, raw; NN disclosed reply, nested. "
-               "Draw-averaged; provider errors excluded.")
-    _label_column(t, configs)
-    t.add_column("draws", justify="right")
-    for name in fmt.CELL_NAMES:
-        t.add_column(name, justify="right")
-    t.add_column("errors", justify="right")
+def _cells(configs: list[dict[str, Any]]) -> Grid:
+    g = Grid("Cells: pass rate % (passed/tasks)",
+             "RR raw reply, raw transport; RN raw reply, nested; NR disclosed reply, raw; NN disclosed reply, nested. "
+             "Draw-averaged; provider errors excluded.", ["config"], ["draws", *fmt.CELL_NAMES, "errors"])
     for c in configs:
-        t.add_row(Text(c["label"]), str(c["draws"]), *[Text(fmt.cell(c["cells"][n]), style="" if c["cells"][n] else "dim")
-                                                  for n in fmt.CELL_NAMES],
-                  Text(str(c["errors"]), style="yellow" if c["errors"] else "dim"))
-    return t
+        g.add([_t(c["label"])], [str(c["draws"]), *[Text(fmt.cell(c["cells"][n]), style="" if c["cells"][n] else "dim")
+                                                     for n in fmt.CELL_NAMES],
+                                 Text(str(c["errors"]), style="yellow" if c["errors"] else "dim")])
+    return g
 
 
-def _decomposition(configs: list[dict[str, Any]]) -> Table:
-    t = _table("Decomposition, points [family-bootstrap 95% interval]",
-               "matched gap = damage + compensation: Y_NN - Y_RR = (Y_RN - Y_RR) + (Y_NN - Y_RN).")
-    _label_column(t, configs)
-    for _, title, formula in fmt.DECOMPOSITION:
-        t.add_column(f"{title}\n{formula}", justify="right")
+def _decomposition(configs: list[dict[str, Any]]) -> Grid:
+    g = Grid("Decomposition, points [family-bootstrap 95% interval]",
+             "matched gap = damage + compensation: Y_NN - Y_RR = (Y_RN - Y_RR) + (Y_NN - Y_RN). "
+             "Boundary cost on raw = Y_NR - Y_RR: what writing for the disclosed boundary costs when the "
+             "command in fact takes the raw transport.",
+             ["config"], [f"{title}\n{formula}" for _, title, formula in fmt.DECOMPOSITION])
     for c in configs:
-        t.add_row(Text(c["label"]), *[_diff(c[key]) for key, _, _ in fmt.DECOMPOSITION])
-    return t
+        g.add([_t(c["label"])], [_diff(c[key]) for key, _, _ in fmt.DECOMPOSITION])
+    return g
 
 
-def _diagnostics(configs: list[dict[str, Any]]) -> Table:
-    t = _table("Retention, exit codes and damage attribution",
-               "retention: of RR passes, % still passing in RN (same task and draw). exit-0 wrong: of failing "
-               "executions in which a shell ran, % that exited 0 (failures where no shell ran - transport errors, "
-               "no tool call or no command - are left out). damaged/failures: executions whose received program "
-               "differed from R.")
-    _label_column(t, configs)
-    t.add_column("retention %", justify="right")
-    t.add_column("exit-0 wrong %", justify="right")
-    for n in fmt.CELL_NAMES:
-        t.add_column(f"{n} damaged/\nfailures", justify="right")
-    t.add_column("lost RR->RN\ndamaged/n", justify="right")
+def _diagnostics(configs: list[dict[str, Any]]) -> Grid:
+    g = Grid("Retention, exit codes and damage attribution",
+             "retention: of RR passes, % still passing in RN (same task and draw). exit-0 wrong: of failing "
+             "executions in which a shell ran, % that exited 0 (failures where no shell ran - transport errors, "
+             "no tool call or no command - are left out). damaged/failures: executions whose received program "
+             "differed from R.", ["config"],
+             ["retention %", "exit-0 wrong %", *[f"{n} damaged/\nfailures" for n in fmt.CELL_NAMES],
+              "lost RR->RN\ndamaged/n"])
     for c in configs:
         a = c["damage_attribution"]
-        t.add_row(Text(c["label"]), _rate(c["retention"]), _rate(c["exit_zero_wrong"]),
-                  *[fmt.attribution(a[n]) for n in fmt.CELL_NAMES], fmt.lost(a["lost"]))
-    return t
+        g.add([_t(c["label"])], [_rate(c["retention"]), _rate(c["exit_zero_wrong"]),
+                                 *[fmt.attribution(a[n]) for n in fmt.CELL_NAMES], fmt.lost(a["lost"])])
+    return g
 
 
 def _ranks(doc: dict[str, Any]) -> list[Any]:
@@ -92,28 +165,24 @@ def _ranks(doc: dict[str, Any]) -> list[Any]:
                for c in comp}
     rr_rank = {c["label"]: 1 + sum(o["cells"]["RR"]["rate"] > c["cells"]["RR"]["rate"] + 1e-12 for o in comp)
                for c in comp}
-    t = _table(f"Rank agreement: Kendall tau-b (RR vs NN) = {fmt.tau_interval(ra)}",
-               "interval: task-cluster bootstrap 95%. Ranks share a number when scores tie.")
-    _label_column(t, comp)
-    t.add_column("RR %", justify="right")
-    t.add_column("RR rank", justify="right")
-    t.add_column("NN %", justify="right")
-    t.add_column("NN rank", justify="right")
+    g = Grid(f"Rank agreement: Kendall tau-b (RR vs NN) = {fmt.tau_interval(ra)}",
+             "interval: task-cluster bootstrap 95%. Ranks share a number when scores tie.",
+             ["config"], ["RR %", "RR rank", "NN %", "NN rank"])
     for c in rr_order:
         lab = c["label"]
         move = rr_rank[lab] - nn_rank[lab]
-        t.add_row(Text(lab), fmt.pct(c["cells"]["RR"]["rate"]), str(rr_rank[lab]), fmt.pct(c["cells"]["NN"]["rate"]),
-                  Text(f"{nn_rank[lab]}" + (f" ({move:+d})" if move else ""),
-                       style="green" if move > 0 else "red" if move < 0 else ""))
-    out: list[Any] = [t]
+        g.add([_t(lab)], [fmt.pct(c["cells"]["RR"]["rate"]), str(rr_rank[lab]), fmt.pct(c["cells"]["NN"]["rate"]),
+                          Text(f"{nn_rank[lab]}" + (f" ({move:+d})" if move else ""),
+                               style="green" if move > 0 else "red" if move < 0 else "")])
+    out: list[Any] = [g]
     rev = ra["reversals"] or []
     if rev:
         lines = Text(f"Reversals ({len(rev)}): ahead on RR, behind on NN (strictly)\n", style="bold")
         by = {c["label"]: c for c in comp}
         for a, b in rev:
             ra_, rb_ = by[a]["cells"], by[b]["cells"]
-            lines.append(f"  {a} over {b}: RR {fmt.pct(ra_['RR']['rate'])} vs {fmt.pct(rb_['RR']['rate'])}, "
-                         f"NN {fmt.pct(ra_['NN']['rate'])} vs {fmt.pct(rb_['NN']['rate'])}\n")
+            lines.append(_t(f"  {a} over {b}: RR {fmt.pct(ra_['RR']['rate'])} vs {fmt.pct(rb_['RR']['rate'])}, "
+                            f"NN {fmt.pct(ra_['NN']['rate'])} vs {fmt.pct(rb_['NN']['rate'])}\n"))
         out.append(lines)
     else:
         out.append(Text("Reversals: none (no pair is strictly ahead on RR and strictly behind on NN)."))
@@ -121,82 +190,72 @@ def _ranks(doc: dict[str, Any]) -> list[Any]:
     if sel:
         s = Text("Path-aware selection regret: ", style="bold")
         s.append(fmt.pts(doc["selection_regret"]), style=STYLE[fmt.sign(doc["selection_regret"])])
-        s.append(f" points. RR picks {', '.join(sel['rr_leaders'])} (NN {fmt.pct(sel['picked_nn'])}"
-                 f"{', mean over the tied RR leaders' if len(sel['rr_leaders']) > 1 else ''}); "
-                 f"best on NN: {', '.join(sel['nn_best'])} (NN {fmt.pct(sel['best_nn'])}).")
+        s.append_text(_t(f" points. RR picks {', '.join(sel['rr_leaders'])} (NN {fmt.pct(sel['picked_nn'])}"
+                         f"{', mean over the tied RR leaders' if len(sel['rr_leaders']) > 1 else ''}); "
+                         f"best on NN: {', '.join(sel['nn_best'])} (NN {fmt.pct(sel['best_nn'])})."))
         out.append(s)
     return out
 
 
-def _contracts(configs: list[dict[str, Any]]) -> list[Table]:
+def _contracts(configs: list[dict[str, Any]]) -> list[Grid]:
     transports = fmt.transports_of(configs)
     if not transports:
         return []
-    t = _table("Contract x transport: pass rate %", "native - raw = Y(native, raw) - Y(raw, raw), in points.")
-    _label_column(t, configs)
-    t.add_column("contract")
-    for tr in transports:
-        t.add_column(tr, justify="right")
-    t.add_column("native - raw", justify="right")
+    g = Grid("Contract x transport: pass rate %", "native - raw = Y(native, raw) - Y(raw, raw), in points.",
+             ["config", "contract"], [*transports, "native - raw"])
     for c in configs:
+        nmr = c["native_minus_raw"]
         for k, (contract, row) in enumerate(c["contracts"].items()):
-            nmr = c["native_minus_raw"]
-            t.add_row(Text(c["label"]) if k == 0 else "", Text(contract), *[_rate(row.get(tr)) for tr in transports],
-                      Text(fmt.pts(nmr), style=STYLE[fmt.sign(nmr)]) if k == 0 else "",
-                      end_section=k == len(c["contracts"]) - 1)
-    out = [t]
+            g.add([_t(c["label"]), _t(contract)],
+                  [*[_rate(row.get(tr)) for tr in transports],
+                   Text(fmt.pts(nmr), style=STYLE[fmt.sign(nmr)]) if k == 0 else ""],
+                  end_section=k == len(c["contracts"]) - 1)
+    out = [g]
     grammar = [c for c in configs if c["grammar"]]
     if grammar:
-        g = _table("Grammar crossover: pass rate % (contract x transport)",
-                   "diagonal advantage = mean(matched pairs) - mean(crossed pairs), points.")
-        g.add_column("config")
-        g.add_column("contract")
-        g.add_column("nested", justify="right")
-        g.add_column("nested-single", justify="right")
-        g.add_column("diagonal advantage", justify="right")
+        gg = Grid("Grammar crossover: pass rate % (contract x transport)",
+                  "diagonal advantage = mean(matched pairs) - mean(crossed pairs), points.",
+                  ["config", "contract"], ["nested", "nested-single", "diagonal advantage"])
         for c in grammar:
             tab, d = c["grammar"]["table"], c["grammar"]["diagonal_advantage"]
-            g.add_row(Text(c["label"]), "disclosed", _rate(tab["disclosed"]["nested"]),
-                      _rate(tab["disclosed"]["nested-single"]), Text(fmt.pts(d), style=STYLE[fmt.sign(d)]))
-            g.add_row("", "disclosed-single", _rate(tab["disclosed-single"]["nested"]),
-                      _rate(tab["disclosed-single"]["nested-single"]), "", end_section=True)
-        out.append(g)
+            gg.add([_t(c["label"]), Text("disclosed")], [_rate(tab["disclosed"]["nested"]),
+                                                         _rate(tab["disclosed"]["nested-single"]),
+                                                         Text(fmt.pts(d), style=STYLE[fmt.sign(d)])])
+            gg.add([_t(c["label"]), Text("disclosed-single")], [_rate(tab["disclosed-single"]["nested"]),
+                                                                _rate(tab["disclosed-single"]["nested-single"]), ""],
+                   end_section=True)
+        out.append(gg)
     return out
 
 
-def _families(c: dict[str, Any]) -> Table:
-    t = _table(f"Per family: pass rate % - {c['label']}")
-    t.add_column("family", no_wrap=True)
-    for n in fmt.CELL_NAMES:
-        t.add_column(n, justify="right")
-    t.add_column("damage", justify="right")
-    t.add_column("comp.", justify="right")
+def _families(c: dict[str, Any]) -> Grid:
+    g = Grid(f"Per family: pass rate % - {safe(c['label'])}", None, ["family"], [*fmt.CELL_NAMES, "damage", "comp."])
     for fam, row in c["families"].items():
         dmg = row["RN"] - row["RR"] if row["RN"] is not None and row["RR"] is not None else None
         comp = row["NN"] - row["RN"] if row["NN"] is not None and row["RN"] is not None else None
-        t.add_row(Text(fam), *[_rate(row[n]) for n in fmt.CELL_NAMES],
-                  Text(fmt.pts(dmg), style=STYLE[fmt.sign(dmg)]), Text(fmt.pts(comp), style=STYLE[fmt.sign(comp)]))
-    return t
+        g.add([_t(fam)], [*[_rate(row[n]) for n in fmt.CELL_NAMES],
+                          Text(fmt.pts(dmg), style=STYLE[fmt.sign(dmg)]), Text(fmt.pts(comp), style=STYLE[fmt.sign(comp)])])
+    return g
 
 
 def render_terminal(doc: dict[str, Any], console: Console) -> None:
     """Print every table of the report to ``console``."""
     configs = doc["configs"]
-    console.rule("[bold]QuoteBench report")
+    console.rule(Text("QuoteBench report", style="bold"))
     console.print(f"{len(configs)} config(s), {sum(c['records'] for c in configs)} records, "
                   f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                   "Rates in %, differences in points.")
     console.print()
     for part in [_cells(configs), _decomposition(configs), _diagnostics(configs)]:
-        console.print(part)
+        console.print(part.fit(console))
         console.print()
     for part in _ranks(doc):
-        console.print(part)
+        console.print(part.fit(console) if isinstance(part, Grid) else part)
     console.print()
     for part in _contracts(configs):
-        console.print(part)
+        console.print(part.fit(console))
         console.print()
     for c in configs:
         if c["families"]:
-            console.print(_families(c))
+            console.print(_families(c).fit(console))
             console.print()
