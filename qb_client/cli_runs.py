@@ -14,7 +14,7 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
-from .console import OUTPUT_RULE, check_output_file, err, fail, message, out, print_json, safe
+from .console import OUTPUT_RULE, check_output_file, err, fail, message, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- lists
@@ -115,15 +115,14 @@ def summarize(records: list[dict]) -> list[dict]:
 
 def print_summary(rows: list[dict], title: str) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    table = Table(title=title)
+    table = Table(title=safe(title))
     table.add_column("config", overflow="fold")  # labels wrap if they must, never get cut
     table.add_column("contract x transport", overflow="fold")
     for name in ("passed/n", "rate", "damaged", "transport\nerrors", "errors"):  # numbers are never cut
         table.add_column(name, justify="right", no_wrap=True)
     for c in rows:
-        table.add_row(Text(c["config"]), Text(f"{c['contract']} x {c['transport']}"), f"{c['passed']}/{c['n']}",
+        table.add_row(safe_text(c["config"]), safe_text(f"{c['contract']} x {c['transport']}"), f"{c['passed']}/{c['n']}",
                       f"{100 * c['rate']:.1f}%" if c["rate"] is not None else "-",
                       str(c["damaged"]), str(c["transport_errors"]), str(c["errors"]))
     out.print(table)
