@@ -39,7 +39,7 @@ from transports.ssh import HOST_ALIAS, Ssh, endpoint, outer_program
 from transports.ssh_client import UsageError, exec_request, parse_command_line
 from transports.ssh_server import TOKEN_ENV
 
-pytestmark = pytest.mark.skipif(ssh_mod._openssh() is None, reason="the OpenSSH client is not installed")
+pytestmark = pytest.mark.needs("openssh")  # skips locally, fails under CI=true (tests/conftest.py)
 
 LIMITS = Limits(timeout_s=5)
 BWRAP = isolation_available() == "bwrap"
@@ -206,7 +206,7 @@ async def test_same_verdict_as_nested_on_task_solutions(task_id: str) -> None:
 @pytest.mark.parametrize("command, code", [
     ("exit 7", 7), ("true", 0), ("false", 1), ("kill -TERM \\$\\$", 143), ("kill -KILL \\$\\$", 137),
     ("kill -INT \\$\\$", 130), ("nosuchcommand-qb", 127), ("exit 255", 255),
-    pytest.param("kill -TERM $$", 143, marks=pytest.mark.skipif(not BWRAP, reason="pid namespaces")),
+    pytest.param("kill -TERM $$", 143, marks=pytest.mark.needs("bwrap")),
 ])
 async def test_exit_status_and_signals(command: str, code: int) -> None:
     # \$\$ reaches the remote shell as $$ (itself); a bare $$ is expanded by the local shell: under bwrap both
@@ -426,7 +426,7 @@ def host_listener() -> object:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not BWRAP, reason="isolation needs bubblewrap")
+@pytest.mark.needs("bwrap")
 async def test_neither_side_reaches_the_host_network(host_listener: int) -> None:
     probe = f"exec 3<>/dev/tcp/127.0.0.1/{host_listener} && echo open || echo closed"
     with Sandbox.create(limits=LIMITS) as box:
@@ -527,7 +527,7 @@ async def test_stdin_reaches_the_remote_command(client: str) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not BWRAP, reason="what the sandbox can see is only limited under bwrap")
+@pytest.mark.needs("bwrap")  # what the sandbox can see is only limited under bwrap
 async def test_the_fallback_client_does_not_expose_the_project() -> None:
     project = Path(__file__).resolve().parent.parent
     with Sandbox.create(limits=LIMITS) as box:

@@ -180,7 +180,7 @@ def test_tempscript_received_is_what_was_written_even_if_the_script_changes_itse
         assert record.received == command and not record.damaged
 
 
-@pytest.mark.skipif(isolation_available() != "bwrap", reason="fixed paths need bubblewrap")
+@pytest.mark.needs("bwrap")  # fixed paths need bubblewrap (tests/conftest.py)
 def test_the_outer_shell_sees_the_same_paths_on_every_run() -> None:
     task = get_task("file-write/control")
     seen = {anyio.run(lambda: execute(task, "nested", "echo $PATH")).received for _ in range(2)}

@@ -1,0 +1,118 @@
+"""Machine-dependent tests, and why a green CI means the whole suite ran.
+
+Some tests need a part of the machine: bubblewrap (isolation), the OpenSSH client
+(the real ssh transport), a writable pids cgroup (the process-count limit), root
+(to switch to another uid). A test
+says so with ``@pytest.mark.needs("bwrap")`` (or, inside a test, the ``require``
+fixture: ``require("bwrap")``). Locally a missing component skips the test and says
+which component is missing. Under ``CI=true`` it is a failure instead, and so is
+any other skip: CI (``.ci/run``) installs every component, so a skip there means
+part of the suite silently did not run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+MISSING = "missing component: "
+
+
+def _bwrap() -> bool:
+    from transports.sandbox import isolation_available
+
+    return isolation_available() == "bwrap"
+
+
+def _openssh() -> bool:
+    from transports.ssh_endpoint import _openssh as find
+
+    return find() is not None
+
+
+def _pids_cgroup() -> bool:
+    from transports import cgroups
+
+    return cgroups.mechanisms()["processes"] != "none"
+
+
+def _memory_cgroup() -> bool:
+    from transports import cgroups
+
+    return cgroups.mechanisms()["memory"] != "rlimit-as"
+
+
+def _disk_cap() -> bool:
+    from transports import diskcap
+
+    return diskcap.possible()
+
+
+def _root() -> bool:
+    return os.geteuid() == 0
+
+
+COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
+    "memory-cgroup": (_memory_cgroup, "no writable memory cgroup (cgroup v1 memory hierarchy, or a delegated cgroup v2)"),
+    "disk-cap": (_disk_cap, "the tmpfs disk cap needs root (or QB_NO_DISK_CAP is set)"),
+    "bwrap": (_bwrap, "bubblewrap (bwrap) is not available, or QB_NO_BWRAP is set"),
+    "openssh": (_openssh, "the OpenSSH client (ssh) is not installed"),
+    "root": (_root, "the tests run as an ordinary user (switching to another uid needs root)"),
+    "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
+}
+_present: dict[str, bool] = {}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def present(component: str) -> bool:
+    """Whether ``component`` (a key of COMPONENTS) is usable on this machine; checked once per session."""
+    if component not in COMPONENTS:
+        raise KeyError(f"unknown component {component!r} (known: {', '.join(COMPONENTS)})")
+    if component not in _present:
+        _present[component] = COMPONENTS[component][0]()
+    return _present[component]
+
+
+def _missing(component: str) -> None:
+    """Skip (locally) or fail (under CI=true) because ``component`` is missing."""
+    why = f"{MISSING}{component}: {COMPONENTS[component][1]}"
+    if in_ci():
+        pytest.fail(f"{why} (CI=true: a missing component is a failure, not a skip)", pytrace=False)
+    pytest.skip(why)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs(*components): the test needs these parts of the machine "
+                                       f"({', '.join(COMPONENTS)}); see tests/conftest.py")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        for component in mark.args:
+            if not present(component):
+                _missing(component)
+
+
+@pytest.fixture
+def require() -> Callable[[str], None]:
+    """``require("bwrap")`` inside a test: the same rule as the ``needs`` mark."""
+    def check(component: str) -> None:
+        if not present(component):
+            _missing(component)
+    return check
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Under CI=true every skip (a ``skipif`` or ``pytest.skip`` that bypassed ``needs``) is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
