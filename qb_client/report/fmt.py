@@ -59,7 +59,10 @@ def cell(c: dict[str, Any] | None) -> str:
 
 
 def tau(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.2f}"
+    """0.4 -> '0.40'; exactly 1 (or -1) -> '1' ('-1'): '1.00' would also be what 0.996 rounds to."""
+    if x is None:
+        return MISSING
+    return f"{x:.0f}" if abs(x) == 1.0 else f"{x:.2f}"
 
 
 def tau_interval(agreement: dict[str, Any]) -> str:

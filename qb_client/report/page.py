@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from html import escape
 from typing import Any
 
@@ -24,9 +25,18 @@ def _td(text: str, cls: str = "", style: str = "", title: str = "") -> str:
     return f"<td{attrs}>{text}</td>"
 
 
+# "not run" in a heat cell: hatched, like the heatmap, so it cannot be read as a colour of the scale
+NOT_RUN_BG = "background:repeating-linear-gradient(45deg,#fff 0 4px,#d1d5db 4px 5.5px)"
+
+
+def _formula(text: str) -> str:
+    """'Y_NR - Y_RR' as the headings write it: Y<sub>NR</sub> &minus; Y<sub>RR</sub>."""
+    return re.sub(r"Y_(\w+)", r"Y<sub>\1</sub>", _e(text)).replace(" - ", " &minus; ")
+
+
 def _rate_td(rate: float | None, heat: bool = False) -> str:
     if rate is None:
-        return _td(fmt.MISSING, "num missing")
+        return _td(fmt.MISSING, "num missing", NOT_RUN_BG if heat else "", "not run" if heat else "")
     style = ""
     if heat:
         bg = plots.PASS_CMAP(rate)
@@ -73,7 +83,7 @@ def _cells(configs: list[dict[str, Any]]) -> str:
 
 
 def _decomposition(configs: list[dict[str, Any]]) -> str:
-    head = ["config"] + [f"{t}<small>{f}</small>" for _, t, f in fmt.DECOMPOSITION]
+    head = ["config"] + [f"{t}<small>{_formula(f)}</small>" for _, t, f in fmt.DECOMPOSITION]
     rows = [_td(_e(c["label"]), "label") + "".join(_stat_td(c[k]) for k, _, _ in fmt.DECOMPOSITION) for c in configs]
     return _table(head, rows)
 
@@ -154,7 +164,7 @@ def _contracts(configs: list[dict[str, Any]]) -> str:
 
 def _families(configs: list[dict[str, Any]]) -> str:
     out = [_figure(plots.heatmap_svg(configs), "Pass rate % per family (rows) and cell (columns), grouped by config. "
-                                               "Grey: the cell was not run for that family.")]
+                                               "Hatched: the cell was not run for that family.")]
     for c in configs:
         if not c["families"]:
             continue
@@ -180,6 +190,12 @@ def _headline(configs: list[dict[str, Any]]) -> str:
     return f'<ul class="headline">{"".join(items)}</ul>' if items else ""
 
 
+BOUNDARY_COST = (
+    '<p class="note"><b>Boundary cost on raw</b> = Y<sub>NR</sub> &minus; Y<sub>RR</sub>: what the disclosed contract '
+    'costs when the command in fact takes the raw transport. The model was told its reply goes into '
+    '<code>bash -c "R"</code> and escaped for that boundary; run as <code>bash -c R</code>, that escaping is '
+    'wrong. A negative value is the price of declaring a boundary the command does not cross.</p>')
+
 NOTES = """<ul>
 <li><b>Cells.</b> The first letter is the generation contract (R raw, N disclosed boundary: the model is told its reply
 R goes into <code>bash -c "R"</code>), the second the execution transport (R raw <code>bash -c R</code>, N nested,
@@ -191,7 +207,10 @@ bringing all its tasks; 10,000 resamples, fixed seed, percentile 95%). The rank-
 recomputes every config's RR and NN score.</li>
 <li><b>Retention</b> pairs RR and RN by task and draw. <b>Exit-0 wrong</b> counts failing executions in which a shell ran.
 <b>Selection regret</b>: when several configs tie for the RR lead, the regret is the mean over them (a random pick).</li>
-<li>A dash means the results hold no data for that statistic; it is never read as zero.</li>
+<li><b>Boundary cost on raw</b> (Y<sub>NR</sub> &minus; Y<sub>RR</sub>): the disclosed-boundary reply run on the raw
+transport, against the raw reply there; what declaring a boundary costs when the command does not cross it.</li>
+<li>A dash means the results hold no data for that statistic; it is never read as zero. In a coloured table or the
+heatmap, a hatched cell was not run.</li>
 </ul>"""
 
 
@@ -208,7 +227,7 @@ def render_html(doc: dict[str, Any]) -> str:
          + _headline(configs)
          + _figure(plots.decomposition_svg(configs), "Bars: transport damage and compensation with family-bootstrap 95% "
                                                       "intervals. Diamond: matched gap, the sum of the two.")
-         + _decomposition(configs)),
+         + _decomposition(configs) + BOUNDARY_COST),
         ("ranks", "Rank agreement and selection", _ranks(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from . import fmt
 from .compute import family_order
@@ -32,8 +32,14 @@ ACCENT = "#cc3d8a"
 INK = "#1f2937"
 GRID = "#e5e7eb"
 PASS_CMAP = LinearSegmentedColormap.from_list("qb_pass", ["#b2182b", "#ef8a62", "#fddbc7", "#d1e5f0", "#67a9cf", "#2166ac"])
+# Text sizes in points; a plot is shown at its natural size (1 pt = 1.33 px), so 9 pt is 12 px: the
+# smallest text on a plot (heatmap cell values) is 8.5 pt, 11.3 px.
+LABEL_PT = 10.0
+SMALL_PT = 9.0
+CELL_PT = 8.5
 RC = {
-    "svg.fonttype": "none", "svg.hashsalt": "quotebench", "font.size": 9.5,
+    "svg.fonttype": "none", "svg.hashsalt": "quotebench", "font.size": LABEL_PT,
+    "mathtext.default": "regular",
     "font.family": ["sans-serif"], "axes.edgecolor": "#9ca3af", "axes.labelcolor": INK,
     "xtick.color": "#4b5563", "ytick.color": INK, "text.color": INK,
     "axes.spines.top": False, "axes.spines.right": False,
@@ -53,7 +59,8 @@ def _svg(fig: Figure | None, key: str, label: str) -> str | None:
     s = s.replace("xlink:href=", "href=")
     s = re.sub(r'(\bid="|href="#|url\(#)', lambda m: m.group(1) + key + "-", s)
     label = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-    return s.replace("<svg ", f'<svg class="plot" role="img" aria-label="{label}" ', 1).strip()
+    # natural size (the figure scrolls when narrower): shrunk to fit, 9 pt labels would fall below 11 px
+    return s.replace("<svg ", f'<svg class="plot" style="max-width:none" role="img" aria-label="{label}" ', 1).strip()
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -94,7 +101,7 @@ def decomposition_figure(configs: list[dict[str, Any]]) -> Figure | None:
                 lo, hi = min(lo, *ends), max(hi, *ends)
                 edge = min(ends) if v < 0 else max(ends)
                 ax.text(edge + (-1.5 if v < 0 else 1.5), i + dy, fmt.pts(st["value"]), va="center",
-                        ha="right" if v < 0 else "left", fontsize=8, color=color)
+                        ha="right" if v < 0 else "left", fontsize=SMALL_PT, color=color)
             g = c["matched_gap"]
             if g:
                 gv = g["value"] * 100
@@ -110,10 +117,11 @@ def decomposition_figure(configs: list[dict[str, Any]]) -> Figure | None:
         ax.set_xlabel("percentage points")
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
-        handles = [Patch(color=DAMAGE, label="transport damage  Y_RN - Y_RR"),
-                   Patch(color=COMPENSATION, label="compensation  Y_NN - Y_RN"),
-                   Line2D([], [], marker="D", color=GAP, ls="none", ms=6.5, mec="white", label="matched gap  Y_NN - Y_RR")]
-        ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8.5)
+        handles = [Patch(color=DAMAGE, label=f"transport damage  {math(fmt.DECOMPOSITION[0][2])}"),
+                   Patch(color=COMPENSATION, label=f"compensation  {math(fmt.DECOMPOSITION[1][2])}"),
+                   Line2D([], [], marker="D", color=GAP, ls="none", ms=6.5, mec="white",
+                          label=f"matched gap  {math(fmt.DECOMPOSITION[2][2])}")]
+        ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=SMALL_PT)
         return fig
 
 
@@ -147,11 +155,11 @@ def rank_figure(doc: dict[str, Any]) -> Figure | None:
             ax.scatter([0, 1], [y0, y1], s=28, color=color, zorder=z + 1, edgecolors="white", linewidths=0.8)
             weight = "bold" if hot else "normal"
             ax.text(-0.06, y0, f"{lab}   #{rr_rank[lab]}  {fmt.pct(rr[k])}", ha="right", va="center",
-                    fontsize=8.5, color=INK, fontweight=weight)
+                    fontsize=SMALL_PT, color=INK, fontweight=weight)
             ax.text(1.06, y1, f"{fmt.pct(nn[k])}  #{nn_rank[lab]}   {lab}", ha="left", va="center",
-                    fontsize=8.5, color=INK, fontweight=weight)
-        ax.text(0, -0.9, "RR\nraw reply, raw path", ha="center", va="bottom", fontsize=8.5, fontweight="bold")
-        ax.text(1, -0.9, "NN\ndisclosed reply, nested path", ha="center", va="bottom", fontsize=8.5, fontweight="bold")
+                    fontsize=SMALL_PT, color=INK, fontweight=weight)
+        ax.text(0, -0.9, "RR\nraw reply, raw path", ha="center", va="bottom", fontsize=SMALL_PT, fontweight="bold")
+        ax.text(1, -0.9, "NN\ndisclosed reply, nested path", ha="center", va="bottom", fontsize=SMALL_PT, fontweight="bold")
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(len(comp) - 0.5, -1.0)
         ax.axis("off")
@@ -165,8 +173,17 @@ def _two_lines(label: str, width: int = 28) -> str:
     return "\n".join(line for p in parts for line in textwrap.wrap(p, width, break_on_hyphens=False) or [""])
 
 
+def math(formula: str) -> str:
+    """'Y_RN - Y_RR' as mathtext with subscripts, as the page's headings write it (Y<sub>RN</sub>)."""
+    return "$" + re.sub(r"Y_(\w+)", r"Y_{\1}", formula) + "$"
+
+
+NOT_RUN_HATCH = "////"
+
+
 def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
-    """Family x cell pass rates, columns grouped by config; missing cells grey."""
+    """Family x cell pass rates, columns grouped by config; a cell that was not run is hatched, so it
+    cannot be read as a colour of the scale (a grey once looked like 50%)."""
     shown = [c for c in configs if c["families"]]
     if not shown:
         return None
@@ -178,9 +195,9 @@ def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
             v = c["families"].get(f, {}).get(n)
             if v is not None:
                 data[i, j] = v
-    cmap = PASS_CMAP.with_extremes(bad="#eef0f3")
+    cmap = PASS_CMAP.with_extremes(bad="white")
     with matplotlib.rc_context(RC):
-        fig = _figure(max(4.5, 0.5 * len(cols) + 2.6), 0.3 * len(families) + 2.0)
+        fig = _figure(max(4.8, 0.55 * len(cols) + 2.8), 0.32 * len(families) + 2.2)
         ax = fig.add_subplot()
         im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         if len(cols) <= 64:
@@ -188,27 +205,34 @@ def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
                 for j in range(len(cols)):
                     v = data[i, j]
                     if np.isnan(v):
-                        ax.text(j, i, fmt.MISSING, ha="center", va="center", fontsize=7, color=MUTED)
                         continue
                     r, g, b, _ = cmap(v)
                     dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.55
-                    ax.text(j, i, f"{v * 100:.0f}", ha="center", va="center", fontsize=7,
+                    ax.text(j, i, f"{v * 100:.0f}", ha="center", va="center", fontsize=CELL_PT,
                             color="white" if dark else INK)
+        missing = np.argwhere(np.isnan(data))
+        for i, j in missing:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor=MUTED, hatch=NOT_RUN_HATCH,
+                                   lw=0, zorder=2))
+        if len(missing):
+            ax.legend(handles=[Patch(facecolor="white", edgecolor=MUTED, hatch=NOT_RUN_HATCH, label="not run")],
+                      loc="upper left", bbox_to_anchor=(1.0, -0.01), frameon=False, fontsize=SMALL_PT,
+                      handlelength=1.4, handleheight=1.2, borderaxespad=0)
         for k in range(1, len(shown)):
             ax.axvline(4 * k - 0.5, color="white", lw=4)
-        ax.set_xticks(range(len(cols)), [n for _, n in cols], fontsize=7.5)
+        ax.set_xticks(range(len(cols)), [n for _, n in cols], fontsize=SMALL_PT)
         ax.set_yticks(range(len(families)), families)
         ax.tick_params(length=0)
         for s in ax.spines.values():
             s.set_visible(False)
         top = ax.secondary_xaxis("top")
-        top.set_xticks([4 * k + 1.5 for k in range(len(shown))], [_two_lines(c["label"]) for c in shown], fontsize=7.5)
+        top.set_xticks([4 * k + 1.5 for k in range(len(shown))], [_two_lines(c["label"]) for c in shown], fontsize=SMALL_PT)
         top.tick_params(length=0)
         top.spines["top"].set_visible(False)
         bar = fig.colorbar(im, ax=ax, fraction=0.025, pad=0.015, ticks=[0, 0.25, 0.5, 0.75, 1])
-        bar.ax.set_yticklabels(["0", "25", "50", "75", "100"], fontsize=7.5)
+        bar.ax.set_yticklabels(["0", "25", "50", "75", "100"], fontsize=SMALL_PT)
         bar.outline.set_visible(False)
-        bar.set_label("pass rate %", fontsize=8)
+        bar.set_label("pass rate %", fontsize=SMALL_PT)
         return fig
 
 
