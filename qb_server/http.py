@@ -58,9 +58,9 @@ def check_bind(spec: str, allow_remote: bool, token: str | None) -> Bind:
     """Refuse a non-loopback address unless remote access is allowed and protected by a token."""
     bind = parse_bind(spec)
     if allow_remote and not token:
-        raise ValueError("allow_remote needs a bearer token (--token): an open remote shell is refused")
+        raise ValueError("--allow-remote needs a bearer token (--token): an open remote shell is refused")
     if not bind.loopback and not allow_remote:
-        raise ValueError(f"--http '{spec}' is not a loopback address; remote access needs allow_remote and a token")
+        raise ValueError(f"--http '{spec}' is not a loopback address; remote access needs --allow-remote and --token")
     return bind
 
 
