@@ -52,7 +52,7 @@ def report_cmd(
     html: Optional[Path] = typer.Option(None, "--html", help=f"Also write one self-contained HTML page. {OUTPUT_RULE}"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """The decomposition (damage, compensation, matched gap) and every statistic of SPEC.md."""
+    """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
     from .report import report_command
 
     if html is not None:
