@@ -43,22 +43,25 @@ import anyio
 
 from .base import Delivery, check_command, run_program
 from .channel import Capture, ReceivedChannel
-from .sandbox import Sandbox
+from .sandbox import SYSTEM_PATH, Sandbox
+from .shells import DEFAULT, SHELLS, Shell
 
 CHANNEL_FD = 9
 CHANNEL_ENV = "QB_CHANNEL"
 
-SHIM = f"""#!/bin/bash -p
-# quotebench capture shim (transports/capture.py): announce, wait for the host, then be bash
-{{ printf shim >&{CHANNEL_FD} && read -r _ <&{CHANNEL_FD}; }} 2>/dev/null
-exec {CHANNEL_FD}>&-
-exec -a bash /bin/bash "$@"
+FINAL_ENV = "QB_FINAL_SHELL"
+
+SHIM = """#!/bin/bash -p
+# quotebench capture shim (transports/capture.py): announce, wait for the host, then be {name}
+{{ printf shim >&{fd} && read -r _ <&{fd}; }} 2>/dev/null
+exec {fd}>&-
+exec -a {name} {path} "$@"
 """
 
-ENTER = f"""hash -p "${{BASH_ENV%/*}}/bash" bash
+ENTER = f"""hash -p "${{BASH_ENV%/*}}/${{{FINAL_ENV}:-bash}}" "${{{FINAL_ENV}:-bash}}"
 if [ "${{{CHANNEL_ENV}:-{CHANNEL_FD}}}" != {CHANNEL_FD} ]; then eval "exec {CHANNEL_FD}>&${CHANNEL_ENV} ${CHANNEL_ENV}>&-"; fi
 printf outer >&{CHANNEL_FD} 2>/dev/null
-unset {CHANNEL_ENV} BASH_ENV
+unset {CHANNEL_ENV} {FINAL_ENV} BASH_ENV
 """
 
 _shim_dir: Path | None = None
@@ -69,8 +72,10 @@ def shim_dir() -> Path:
     global _shim_dir
     if _shim_dir is None:
         d = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
-        (d / "bash").write_text(SHIM)
-        (d / "bash").chmod(0o755)
+        for shell in SHELLS.values():
+            real = shutil.which(shell.program, path=SYSTEM_PATH) or f"/bin/{shell.program}"
+            (d / shell.program).write_text(SHIM.format(name=shell.program, path=real, fd=CHANNEL_FD))
+            (d / shell.program).chmod(0o755)
         (d / "enter").write_text(ENTER)
         d.chmod(0o755)
         atexit.register(shutil.rmtree, d, True)
@@ -105,16 +110,17 @@ def judge(capture: Capture) -> tuple[str | None, str | None]:
     return received, ("; ".join(notes) or None)
 
 
-async def run_captured(sandbox: Sandbox, argv: list[str]) -> Delivery:
-    """Run ``argv`` (an outer ``bash -c``) with the shim and the channel; ``received`` from the channel."""
+async def run_captured(sandbox: Sandbox, argv: list[str], final: Shell = DEFAULT) -> Delivery:
+    """Run ``argv`` (an outer ``bash -c``) with the shim for the ``final`` shell and the channel;
+    ``received`` comes from the channel."""
     shim = shim_dir()
     inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: the same text on every run
-    with ReceivedChannel(f"{inside}/bash") as channel:
+    with ReceivedChannel(f"{inside}/{final.program}") as channel:
         async with anyio.create_task_group() as tg:
             tg.start_soon(channel.serve)
             delivery = await run_program(
                 sandbox, argv, received=None,
-                env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd)},
+                env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: final.program},
                 binds=((shim, inside),), pass_fds=(channel.fd,),
             )
             tg.cancel_scope.cancel()
@@ -124,14 +130,22 @@ async def run_captured(sandbox: Sandbox, argv: list[str]) -> Delivery:
 
 
 class InnerShell:
-    """Runs ``["bash", "-c", wrap(R)]`` and captures what the inner ``bash -c`` received."""
+    """Runs ``["bash", "-c", wrap(shell, R)]`` and captures what the inner (final) shell received.
 
-    def __init__(self, name: str, boundary: str, wrap: Callable[[str], str]) -> None:
+    The outer shell is bash, the host's shell; the final shell is ``shell`` (bash by default), named
+    in the outer text by its words (``dash -c "R"``, ``busybox sh -c "R"``)."""
+
+    def __init__(self, name: str, boundary: str, wrap: Callable[[str, str], str], shell: Shell = DEFAULT) -> None:
         self.name = name
         self.boundary = boundary
         self.wrap = wrap
+        self.shell = shell
+
+    def on(self, shell: Shell) -> "InnerShell":
+        """The same transport with another final shell."""
+        return InnerShell(self.name, self.boundary, self.wrap, shell)
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        return await run_captured(sandbox, ["bash", "-c", self.wrap(command)])
+        return await run_captured(sandbox, ["bash", "-c", self.wrap(self.shell.text, command)], self.shell)

@@ -9,8 +9,8 @@ import shlex
 from .capture import InnerShell
 
 
-def wrap(command: str) -> str:
-    return "bash -c " + shlex.quote(command)
+def wrap(shell: str, command: str) -> str:
+    return shell + " -c " + shlex.quote(command)
 
 
 Escaped = InnerShell("escaped", "quoted with shlex.quote, then bash -c (the fix: no damage expected)", wrap)

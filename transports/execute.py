@@ -16,7 +16,7 @@ from tasks.validate import CheckResult, Verdict, validate
 
 from .base import Delivery, Transport
 from .record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
-from .registry import get
+from .registry import get, shell_of
 from .sandbox import Limits, Sandbox
 
 
@@ -45,6 +45,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         config=config or ConfigInfo(),
         contract=contract,
         transport=transport_name,
+        shell=shell_of(transport_name),
         task_id=task.id, family=task.family, tier=task.tier, draw=draw,
         reply=reply_text, command=command, received=delivery.received, received_note=delivery.received_note,
         damaged=delivery.received != command,

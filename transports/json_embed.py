@@ -29,6 +29,7 @@ class JsonEmbed:
         self.boundary = boundary
         self.decode = decode
         self.inner: Transport = inner or Raw()
+        self.shell = getattr(self.inner, "shell", None)
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:

@@ -7,8 +7,8 @@ and CI runners. Inside double quotes ``$``, backticks, ``\\`` and ``"`` stay act
 from .capture import InnerShell
 
 
-def wrap(command: str) -> str:
-    return 'bash -c "' + command + '"'
+def wrap(shell: str, command: str) -> str:
+    return shell + ' -c "' + command + '"'
 
 
 Nested = InnerShell("nested", 'pasted unescaped into bash -c "R" (double-quote boundary)', wrap)

@@ -6,8 +6,8 @@ Inside single quotes nothing is active, but any ``'`` in R ends the quoting.
 from .capture import InnerShell
 
 
-def wrap(command: str) -> str:
-    return "bash -c '" + command + "'"
+def wrap(shell: str, command: str) -> str:
+    return shell + " -c '" + command + "'"
 
 
 NestedSingle = InnerShell("nested-single", "pasted unescaped into bash -c 'R' (single-quote boundary)", wrap)

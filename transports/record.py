@@ -55,6 +55,7 @@ class Record(BaseModel):
     config: ConfigInfo
     contract: str
     transport: str
+    shell: str = "bash"
     task_id: str
     family: str
     tier: str

@@ -4,6 +4,10 @@ This module is the one place where the stack order is visible: a composed
 name lists transports outermost first, joined by ``+``; every part but the
 last must be middleware (it decodes the command and hands it on), the last
 one runs it. ``json-naive+ssh`` = decode as naive JSON, then send over ssh.
+
+The last part may name its final shell: ``raw@dash``, ``nested@zsh``,
+``json-naive+raw@busybox`` (:mod:`transports.shells`; bash when not named, and
+``@bash`` is dropped from the name so that records stay comparable).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from .json_embed import JsonCorrect, JsonNaive
 from .nested import Nested
 from .nested_single import NestedSingle
 from .raw import Raw
+from .shells import DEFAULT, UnknownShellError, get_shell
 from .tempscript import Tempscript
 
 
@@ -48,26 +53,49 @@ def known() -> list[str]:
     return list(ORDER)
 
 
+def _split_shell(last: str, name: str) -> tuple[str, str | None]:
+    base, at, shell = last.partition("@")
+    if not at:
+        return base, None
+    if not shell:
+        raise UnknownTransportError(f"'{name}': a final shell must follow '@' (e.g. raw@dash)")
+    return base, shell
+
+
 def validate_name(name: str) -> str:
-    """Raise ``UnknownTransportError`` unless ``name`` (possibly composed) can be built."""
+    """Raise ``UnknownTransportError`` unless ``name`` (possibly composed) can be built; the normal form."""
     parts = [p.strip() for p in name.split("+")]
-    for p in parts:
+    base, shell = _split_shell(parts[-1], name)
+    for p in parts[:-1] + [base]:
         if p not in TERMINAL and p not in MIDDLEWARE:
             raise UnknownTransportError(f"unknown transport '{p}' (known: {', '.join(ORDER)}; compose with +, e.g. json-naive+ssh)")
     for p in parts[:-1]:
         if p not in MIDDLEWARE:
             raise UnknownTransportError(f"transport '{p}' runs the command itself and cannot wrap another (in '{name}')")
-    return "+".join(parts)
+    if shell is not None:
+        if base in MIDDLEWARE:
+            raise UnknownTransportError(f"'{name}': name the final shell on the terminal transport (e.g. {base}+raw@{shell})")
+        try:
+            get_shell(shell)
+        except UnknownShellError as e:
+            raise UnknownTransportError(str(e)) from None
+        if not hasattr(TERMINAL[base](), "on"):
+            raise UnknownTransportError(f"transport '{base}' has a fixed final shell; '@{shell}' does not apply")
+    last = base if shell in (None, DEFAULT.name) else f"{base}@{shell}"
+    return "+".join(parts[:-1] + [last])
 
 
 def get(name: str) -> Transport:
     """Build the transport named ``name``; composed names are built innermost first."""
-    parts = validate_name(name).split("+")
-    last = parts[-1]
-    transport: Transport = TERMINAL[last]() if last in TERMINAL else MIDDLEWARE[last](None)
+    normal = validate_name(name)
+    parts = normal.split("+")
+    base, shell = _split_shell(parts[-1], normal)
+    transport: Transport = TERMINAL[base]() if base in TERMINAL else MIDDLEWARE[base](None)
+    if shell is not None:
+        transport = transport.on(get_shell(shell))  # type: ignore[attr-defined]
     for p in reversed(parts[:-1]):
         transport = MIDDLEWARE[p](transport)
-    transport.name = name  # type: ignore[misc]
+    transport.name = normal  # type: ignore[misc]
     return transport
 
 
@@ -77,3 +105,12 @@ def parse_list(spec: str) -> list[str]:
     if not names:
         raise UnknownTransportError("no transport given")
     return names
+
+
+def shell_of(name: str) -> str:
+    """The final shell of the transport named ``name`` (its records' ``shell`` field)."""
+    try:
+        shell = getattr(get(name), "shell", None)
+    except (UnknownTransportError, ValueError):
+        return DEFAULT.name
+    return shell.name if shell is not None else DEFAULT.name
