@@ -230,7 +230,7 @@ def test_known_errors_inside_a_task_group_are_one_line(monkeypatch: pytest.Monke
     from qb_client import cli
     from qb_client.console import BadInput
 
-    def grouped() -> None:
+    def grouped(**_: object) -> None:  # main passes prog_name and standalone_mode
         raise ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [BadInput("f: line 3: bad")])])
 
     monkeypatch.setattr(cli, "app", grouped)
@@ -238,7 +238,7 @@ def test_known_errors_inside_a_task_group_are_one_line(monkeypatch: pytest.Monke
         cli.main()
     assert info.value.code == 2 and capsys.readouterr().err == "quotebench: error: f: line 3: bad\n"
 
-    def two() -> None:
+    def two(**_: object) -> None:
         raise ExceptionGroup("two", [BadInput("a"), BadInput("b")])
 
     monkeypatch.setattr(cli, "app", two)
