@@ -181,7 +181,6 @@ def test_github_slugs() -> None:
 @pytest.mark.parametrize("name", known())
 def test_every_transport_is_in_the_spec(name: str) -> None:
     assert name in code_words(SPEC), f"transport {name} is not documented in docs/spec.md"
-    assert anchors(SPEC) >= {"transports", name}, f"docs/spec.md has no section for transport {name}"
 
 
 @pytest.mark.parametrize("field", list(Record.model_fields))
