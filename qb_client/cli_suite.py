@@ -136,26 +136,23 @@ def tasks_check(as_json: bool = JSON_OPT,
 
 @transports_app.command("list")
 def transports_list(as_json: bool = JSON_OPT) -> None:
-    """Each transport, with the boundary it adds."""
-    from transports.registry import ORDER, get
+    """Each transport and deployment path: the boundary it adds, its source, component and final shell."""
+    from transports.registry import catalogue
 
-    rows = []
-    for name in ORDER:
-        try:
-            boundary = get(name).boundary or "none: the direct path"
-        except Exception as e:  # e.g. ssh without asyncssh: still list it
-            boundary = f"(unavailable: {e})"
-        rows.append({"name": name, "boundary": boundary})
+    rows = catalogue()
     if as_json:
         print_json(rows)
         return
     from rich.table import Table
 
-    table = Table("transport", "boundary it adds")
+    table = Table("transport", "boundary it adds", "final shell", "component", "source", show_lines=True)
     for r in rows:
-        table.add_row(r["name"], r["boundary"])
+        name = r["name"] + (f" (fixes {r['fixes']})" if r.get("fixes") else "")
+        table.add_row(safe(name), safe(r["boundary"] or ""), safe(r["shell"] or ""), safe(r["component"] or ""),
+                      safe(r["source"] or ""))
     out.print(table)
-    out.print("Compose with +, outermost first: json-naive+ssh decodes naive JSON, then sends over ssh.")
+    out.print("Compose with +, outermost first (json-naive+ssh decodes naive JSON, then sends over ssh); "
+              "name a final shell with @ (raw@dash, nested@zsh).")
 
 
 # ---------------------------------------------------------------- exec

@@ -44,7 +44,7 @@ import anyio
 from .base import Delivery, check_command, run_program
 from .channel import Capture, ReceivedChannel
 from .sandbox import SYSTEM_PATH, Sandbox
-from .shells import DEFAULT, SHELLS, Shell
+from .shells import DEFAULT, SH, SHELLS, Shell
 
 CHANNEL_FD = 9
 CHANNEL_ENV = "QB_CHANNEL"
@@ -72,7 +72,7 @@ def shim_dir() -> Path:
     global _shim_dir
     if _shim_dir is None:
         d = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
-        for shell in SHELLS.values():
+        for shell in (*SHELLS.values(), SH):
             real = shutil.which(shell.program, path=SYSTEM_PATH) or f"/bin/{shell.program}"
             (d / shell.program).write_text(SHIM.format(name=shell.program, path=real, fd=CHANNEL_FD))
             (d / shell.program).chmod(0o755)

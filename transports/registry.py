@@ -19,6 +19,7 @@ from .escaped import Escaped
 from .json_embed import JsonCorrect, JsonNaive
 from .nested import Nested
 from .nested_single import NestedSingle
+from .paths import PATHS
 from .raw import Raw
 from .shells import DEFAULT, UnknownShellError, get_shell
 from .tempscript import Tempscript
@@ -41,12 +42,15 @@ TERMINAL: dict[str, Callable[[], Transport]] = {
     "escaped": lambda: Escaped,
     "tempscript": Tempscript,
     "ssh": _ssh,
+    **PATHS,
 }
 MIDDLEWARE: dict[str, Callable[[Transport | None], Transport]] = {
     "json-naive": JsonNaive,
     "json-correct": JsonCorrect,
 }
-ORDER: tuple[str, ...] = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
+LAB: tuple[str, ...] = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
+"""The paper's transports; the deployment paths (:mod:`transports.paths`) follow them in ORDER."""
+ORDER: tuple[str, ...] = LAB + tuple(PATHS)
 
 
 def known() -> list[str]:
@@ -114,3 +118,34 @@ def shell_of(name: str) -> str:
     except (UnknownTransportError, ValueError):
         return DEFAULT.name
     return shell.name if shell is not None else DEFAULT.name
+
+
+_LAB_SOURCE = "the paper's laboratory wrapper (docs/spec.md, Transports)"
+_LAB_COMPONENT = {"ssh": "OpenSSH client + embedded asyncssh server (or a real sshd), then bash",
+                  "json-naive": "Python's json (strict), then the inner transport",
+                  "json-correct": "Python's json, then the inner transport"}
+
+
+def catalogue() -> list[dict[str, str | None]]:
+    """Every registered transport: name, boundary, source, component, final shell, and what a fix fixes.
+    ``quotebench transports list`` prints this; the README's deployment-paths table is this table."""
+    rows: list[dict[str, str | None]] = []
+    for name in ORDER:
+        try:
+            t = get(name)
+        except Exception as e:  # noqa: BLE001 - a path whose component is missing is still listed
+            rows.append({"name": name, "boundary": f"(unavailable: {e})", "source": None, "component": None,
+                         "shell": None})
+            continue
+        shell = getattr(t, "shell", None)
+        row: dict[str, str | None] = {
+            "name": name,
+            "boundary": t.boundary or "none: the direct path",
+            "source": getattr(t, "source", _LAB_SOURCE),
+            "component": getattr(t, "component", _LAB_COMPONENT.get(name, "bash")),
+            "shell": shell.name if shell is not None else DEFAULT.name,
+        }
+        if getattr(t, "fixes", None):
+            row["fixes"] = t.fixes  # type: ignore[attr-defined]
+        rows.append(row)
+    return rows

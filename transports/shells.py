@@ -51,6 +51,8 @@ SHELLS: dict[str, Shell] = {
     "busybox": Shell("busybox", ("busybox", "sh"), "busybox"),
 }
 DEFAULT = SHELLS["bash"]
+SH = Shell("dash", ("sh",), "dash")
+"""``/bin/sh`` as the routes that say ``sh`` reach it: dash on Debian (not a ``@`` suffix: use ``@dash``)."""
 
 
 def get_shell(name: str) -> Shell:
