@@ -17,7 +17,11 @@ Resume: each unit of work has a ``key`` derived from what identifies it (config,
 params, prompt version, suite version, task, contract, draw), so a rerun with
 the same ``--out`` skips every reply already stored under its key and every
 (config, reply, transport) already recorded: a campaign killed at any point
-loses nothing it had written and duplicates nothing. A reply made under another
+loses nothing it had written and duplicates nothing. A torn last line of
+``replies.jsonl`` or ``results.jsonl`` (the kill cut a write short) is removed
+when the campaign reopens the file, with a note on stderr, and its work is done
+again; any other bad line stops the campaign before it starts (exit 2, naming
+the file and line). A reply made under another
 prompt or suite version has another key and is never reused. The reply's
 ``reply_id`` is the key, except for a reply store (``replay:FILE``) line that
 has its own ``reply_id``: that one is kept, so ``run --model replay:`` and
@@ -122,13 +126,22 @@ def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
     """Stored replies by work key (lines written before keys existed are keyed by their reply_id)."""
     replies: dict[str, dict[str, Any]] = {}
     if path.exists():
-        for obj in read_jsonl(path):
+        for obj in read_jsonl(path, warn=None):  # a torn last line: the writer removes it, saying so
             rid = obj.get("reply_id")
             key = obj.get("key", rid)
             if isinstance(rid, str) and isinstance(key, str) and key not in replies \
                     and isinstance(obj.get("task_id"), str):
                 replies[key] = obj
     return replies
+
+
+def check_resume_files(out: Path) -> None:
+    """Read the files a rerun resumes from, so that a bad line in them is refused (:class:`StoreError`, one
+    line naming the file and line) before anything starts; a torn last line is left to the writer."""
+    for name in ("replies.jsonl", "results.jsonl"):
+        if (out / name).is_file():
+            for _ in read_jsonl(out / name, warn=None):
+                pass
 
 
 def _done_key(label: str, rec: dict[str, Any], transport: Any) -> tuple[Any, ...]:
@@ -153,7 +166,7 @@ class Campaign:
         replies = _load_replies(self.out / "replies.jsonl")
         label = self.provider.config.label
         done = {_done_key(_label(r.get("config")), r, r.get("transport"))
-                for r in read_jsonl(self.out / "results.jsonl")} if (self.out / "results.jsonl").exists() else set()
+                for r in read_jsonl(self.out / "results.jsonl", warn=None)} if (self.out / "results.jsonl").exists() else set()
         key = config_key(self.provider)
         work = [(t, c, d, reply_id_for(key, t.id, c, d))
                 for t in self.plan.tasks for c in self.plan.contracts for d in range(self.plan.draws)]

@@ -15,18 +15,19 @@ pair again.
 
 The store is read as ``run --model replay:FILE`` reads it (a missing
 ``contract`` is ``raw``, a missing ``draw`` 0; R is the stored ``command``, else
-extracted from ``reply`` and, for native, from ``tool_calls``). A line that is
-not JSON but starts with ``{`` is a record torn by a kill (a resumed writer
-carries on after it) and is skipped with a warning; other bad lines are
-refused with one line naming the file and line.
+extracted from ``reply`` and, for native, from ``tool_calls``), by the rules of
+:mod:`qb_client.reply_store`: only an unterminated last line that is not
+complete JSON is a torn write (skipped with a note); any other bad line, and a
+second, different reply for the same key, is refused with one line naming the
+file and the line(s) before anything runs; a line repeating an earlier one
+exactly is dropped with a note.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from transports.registry import get
 from transports.store import JsonlWriter, read_jsonl
 
 from .console import fail
+from .reply_store import Duplicates, no_replies, store_lines, torn_warning, warn
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -65,45 +67,6 @@ class StoredReply:
     generate_ms: float | None
 
 
-def _warn(message: str) -> None:
-    print(f"quotebench: warning: {message}", file=sys.stderr)
-
-
-def _lines(path: Path, torn: list[int]) -> Iterator[tuple[int, Any]]:
-    """JSON values per line; undecodable bytes survive as lone surrogates so they reach the transport check.
-
-    A line that does not parse but starts with ``{`` is a torn record (a kill mid-write, after which a
-    resumed writer went on): skipped, its number appended to ``torn``; any other bad line is refused."""
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        fail(f"{path}: cannot read: {e.strerror or e}")
-    with fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw.decode("utf-8", errors="surrogateescape"))
-            except ValueError as e:
-                if raw.lstrip().startswith(b"{"):
-                    torn.append(n)
-                    continue
-                fail(f"{path}: line {n}: not valid JSON ({str(e).splitlines()[0]})")
-            yield n, value
-
-
-def torn_warning(path: Path | str, torn: list[int]) -> str:
-    where = ", ".join(str(n) for n in torn[:5]) + (" ..." if len(torn) > 5 else "")
-    return f"{path}: skipped {len(torn)} torn line(s) that are not complete JSON (line {where})"
-
-
-def no_replies(path: Path | str, torn: list[int]) -> str:
-    """The error for a store without a usable line (saying so when torn lines were all it had)."""
-    if torn:
-        return f"{torn_warning(path, torn)}, and holds no replies"
-    return f"{path}: holds no replies"
-
-
 def _is_envelope(reply: str | None) -> bool:
     """Whether ``reply`` is already a native reply as a campaign stores it (``{"text", "tool_calls"}``)."""
     if not reply:
@@ -120,7 +83,8 @@ def load_replies(path: Path) -> list[StoredReply]:
 
     replies = []
     torn: list[int] = []
-    for n, obj in _lines(path, torn):
+    dups = Duplicates(path)
+    for n, obj in store_lines(path, torn):
         where = f"{path}: line {n}"
         if not isinstance(obj, dict):
             fail(f"{where}: not a JSON object")
@@ -174,7 +138,13 @@ def load_replies(path: Path) -> list[StoredReply]:
             reply_text = reply
         else:
             reply_text = command
-        rid = obj.get("reply_id") or reply_id_for(task_id, reply_text or "", f"{config.label}\0{contract}\0{draw}")
+        own_id = obj.get("reply_id")
+        if isinstance(own_id, bool) or not isinstance(own_id, (str, int, type(None))):
+            fail(f"{where}: field 'reply_id' is not a string")
+        own_id = str(own_id) if own_id not in (None, "") else None
+        if not dups.keep(n, obj, own_id, (config.label, task_id, contract, draw)):
+            continue
+        rid = own_id or reply_id_for(task_id, reply_text or "", f"{config.label}\0{contract}\0{draw}")
         usage = Usage.model_validate(obj.get("usage") or {}) if isinstance(obj.get("usage"), dict) else Usage()
         timing = obj.get("timing") if isinstance(obj.get("timing"), dict) else {}
         replies.append(StoredReply(str(rid), task_id, contract, draw, config, reply_text or "", command, reason,
@@ -182,16 +152,19 @@ def load_replies(path: Path) -> list[StoredReply]:
     if not replies:
         fail(no_replies(path, torn))
     if torn:
-        _warn(torn_warning(path, torn))
+        warn(torn_warning(path, torn))
+    if dups.note():
+        warn(dups.note())
     return replies
 
 
 def done_keys(out: Path) -> set[tuple[str, str]]:
-    """(reply_id, transport) pairs already recorded in ``out`` (torn lines are ignored; so are harness-error
-    records, which a rerun tries again)."""
+    """(reply_id, transport) pairs already recorded in ``out``. A torn last line is ignored (the writer
+    removes it, saying so); any other bad line is :class:`StoreError`. Harness-error records are ignored too:
+    a rerun tries them again."""
     if not out.exists():
         return set()
-    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out) if not is_harness_error(r)}
+    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out, warn=None) if not is_harness_error(r)}
 
 
 def is_harness_error(record: dict[str, Any]) -> bool:
@@ -246,3 +219,38 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
             for r, t in todo:
                 tg.start_soon(one, r, t)
     return len(todo)
+
+
+def _label(config: Any) -> str:
+    """``provider:model@effort`` of a record's config, as the report labels it (``@unset`` when none was sent)."""
+    c = config if isinstance(config, dict) else {}
+    return "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The end-of-run summary: one row per config x contract x transport (never pooled across configs).
+
+    Records with ``error`` set (the execution itself failed) are counted apart, under ``errors``, and left
+    out of ``n`` and ``rate``, as the report does. ``rate`` is a fraction, null when ``n`` is 0."""
+    from transports.registry import ORDER as TRANSPORT_ORDER
+
+    from .contracts import CONTRACTS as CONTRACT_ORDER
+
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in records:
+        key = (_label(r.get("config")), str(r.get("contract")), str(r.get("transport")))
+        row = rows.setdefault(key, {"config": key[0], "contract": key[1], "transport": key[2], "passed": 0, "n": 0,
+                                    "rate": None, "damaged": 0, "transport_errors": 0, "errors": 0})
+        if r.get("error"):
+            row["errors"] += 1
+            continue
+        row["n"] += 1
+        row["passed"] += bool(r["verdict"]["passed"])
+        row["damaged"] += bool(r.get("damaged"))
+        row["transport_errors"] += bool(r.get("transport_error"))
+    for row in rows.values():
+        row["rate"] = round(row["passed"] / row["n"], 6) if row["n"] else None
+    c_rank = {c: k for k, c in enumerate(CONTRACT_ORDER)}
+    t_rank = {t: k for k, t in enumerate(TRANSPORT_ORDER)}
+    return sorted(rows.values(), key=lambda x: (x["config"], c_rank.get(x["contract"], len(c_rank)), x["contract"],
+                                                t_rank.get(x["transport"], len(t_rank)), x["transport"]))

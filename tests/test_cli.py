@@ -121,8 +121,9 @@ def test_bench_reports_ratios_to_bare_bash() -> None:
 def test_replay_records_unrepresentable_replies_as_transport_errors(tmp_path: Path) -> None:
     store = tmp_path / "replies.jsonl"
     store.write_bytes(b'{"task_id": "file-write/control", "command": "echo \xff > out.txt"}\n'
-                      b'{"task_id": "file-write/control", "command": "echo a\\u0000b"}\n'
-                      b'{"task_id": "file-write/control", "reply": "```bash\\necho hello world > out.txt\\n```"}\n')
+                      b'{"task_id": "file-write/control", "command": "echo a\\u0000b", "draw": 1}\n'
+                      b'{"task_id": "file-write/control", "reply": "```bash\\necho hello world > out.txt\\n```", '
+                      b'"draw": 2}\n')
     out = tmp_path / "results.jsonl"
     r = qb("replay", str(store), "--transports", "raw,nested", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
@@ -138,7 +139,9 @@ def test_replay_records_unrepresentable_replies_as_transport_errors(tmp_path: Pa
 @pytest.mark.parametrize("content, expect", [
     (b"[not json\n", "line 1: not valid JSON"),
     (b"not json\n", "line 1: not valid JSON"),
-    (b"{not json}\n", "skipped 1 torn line(s) that are not complete JSON (line 1), and holds no replies"),
+    (b"{not json}\n", "line 1: not valid JSON"),
+    (b'{"task_id": "file-w', "skipped the torn last line 1 (no newline, not complete JSON: a write cut short by "
+                            "a kill), and holds no replies"),
     (b'{"command": "true"}\n', "line 1: field 'task_id'"),
     (b'{"task_id": "nope/x", "command": "true"}\n', "unknown task 'nope/x'"),
     (b'{"task_id": "file-write/h1"}\n', "needs a 'command' or a 'reply'"),
@@ -165,21 +168,20 @@ def test_replay_resumes_after_a_torn_kill(tmp_path: Path) -> None:
     assert again["executed_now"] == 3 and again["already_recorded"] == 5
     records = [json.loads(x) for x in out.read_text().splitlines() if x.startswith("{") and x.endswith("}")]
     assert len({(r["reply_id"], r["transport"]) for r in records}) == len(records) == 8
-    assert sum(c["n"] for c in again["cells"].values()) == 8
+    assert sum(c["n"] for c in again["cells"]) == 8
 
 
-def test_replay_skips_a_torn_line_in_the_middle_of_the_store(tmp_path: Path) -> None:
+def test_replay_refuses_a_torn_line_in_the_middle_of_the_store(tmp_path: Path) -> None:
     store = tmp_path / "replies.jsonl"
     good = json.dumps({"task_id": "file-write/control", "command": "echo hello world > out.txt"})
-    # a kill tore line 2; a resumed writer added the newline and appended line 3
+    # line 2 is cut short but has its newline, with a line after it: bad input, not a torn last write
     store.write_text(good + "\n" + '{"task_id": "file-write/h1", "comm\n'
                      + json.dumps({"task_id": "file-write/h1", "command": "echo x > out.txt"}) + "\n")
     out = tmp_path / "results.jsonl"
     r = qb("replay", str(store), "--transports", "raw", "--out", str(out), "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["replies"] == 2
-    assert f"{store}: skipped 1 torn line(s) that are not complete JSON (line 2)" in r.stderr
-    assert "Traceback" not in r.stderr
+    assert r.returncode == 2 and r.stdout == "" and not out.exists()
+    assert r.stderr.startswith(f"quotebench: error: {store}: line 2: not valid JSON (")
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("content, expect", [

@@ -433,9 +433,10 @@ def test_replay_provider(tmp_path: Path) -> None:
          "usage": {"input_tokens": 5}, "timing": {"generate_ms": 12.5}},
         {"task_id": t2, "reply": "", "contract": "native", "config": cfg,
          "tool_calls": [{"name": "bash", "arguments": '{"command": "echo tc"}'}]},
-        {"task_id": t0, "command": "ignored: the first line for a key wins", "config": cfg},
-        '{"task_id": "torn',
+        {"task_id": t0, "command": HOSTILE, "reply_id": "r-1", "config": cfg},  # an exact repeat: dropped
     ])
+    with open(store, "a", encoding="utf-8") as fh:
+        fh.write('{"task_id": "torn')  # the last write, cut short by a kill (no newline)
     p = make_provider(f"replay:{store}")
     assert p.config.label == "anthropic:m@high"
     tasks = {t.id: t for t in suite()}
@@ -470,16 +471,14 @@ def test_replay_store_errors_name_the_file_and_line(tmp_path: Path, lines: list[
     assert str(store) in str(info.value)
 
 
-def test_replay_provider_skips_a_torn_line_in_the_middle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_provider_refuses_a_torn_line_in_the_middle(tmp_path: Path) -> None:
     t0, t1 = (t.id for t in suite()[:2])
     store = tmp_path / "replies.jsonl"
-    # killed mid-write, then a resumed campaign repaired the tail and appended another reply
     store.write_text(json.dumps({"task_id": t0, "command": "echo a"}) + "\n" + '{"task_id": "' + t1 + '", "comm\n'
                      + json.dumps({"task_id": t1, "command": "echo b"}) + "\n")
-    p = make_provider(f"replay:{store}")
-    assert p.keys() == {(t0, "raw", 0), (t1, "raw", 0)}
-    warning = capsys.readouterr().err
-    assert warning == f"quotebench: warning: {store}: skipped 1 torn line(s) that are not complete JSON (line 2)\n"
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON \(") as info:
+        make_provider(f"replay:{store}")
+    assert str(info.value).startswith(f"{store}: line 2:") and "\n" not in str(info.value)
 
 
 def test_generation_extract_prefers_a_stored_command() -> None:

@@ -72,10 +72,12 @@ class ReplayProvider:
     it); the stored ``reply`` is the reply text, and where there is none the
     command is wrapped as a live reply would be (a fence, or a ``bash`` tool call
     for native). Without a command R is extracted from ``reply`` and
-    ``tool_calls`` (a list of {name, arguments}) as for a live reply. A line that is not JSON but starts with
-    ``{`` is a record torn by a kill and is skipped with a warning on stderr; any other bad line is refused
-    naming the file and line. The first line for a key wins; two lines for one key from
-    different configs are refused as ambiguous. When every line carries the same
+    ``tool_calls`` (a list of {name, arguments}) as for a live reply. Lines and
+    duplicates follow :mod:`qb_client.reply_store` (a torn last line is skipped
+    with a note; any other bad line, or a second, different reply for the same
+    key, is refused naming the file and line; an exact repeat is dropped with a
+    note). Two lines for one (task, contract, draw) from different configs are
+    refused as ambiguous. When every line carries the same
     ``config``, that is this provider's config, so replayed records group with
     the original campaign; otherwise the config is ``replay:<file name>``.
     """
@@ -91,12 +93,10 @@ class ReplayProvider:
             configs.add(label)
             if first_config is None and entry.config is not None:
                 first_config = entry.config
-            if key in self._replies:
+            if key in self._replies:  # the same config's repeats were settled in _read
                 prev_n, prev = self._replies[key]
-                if (prev.config.model_dump_json() if prev.config else "") != label:
-                    raise ValueError(f"{self.path}: line {n}: a second reply for {key[0]} {key[1]} draw {key[2]} "
-                                     f"from another config than line {prev_n} (split the store per config)")
-                continue
+                raise ValueError(f"{self.path}: line {n}: a second reply for {key[0]} {key[1]} draw {key[2]} "
+                                 f"from another config than line {prev_n} (split the store per config)")
             self._replies[key] = (n, entry)
         if not self._replies:
             raise ValueError(f"{self.path}: holds no replies")
@@ -110,23 +110,14 @@ class ReplayProvider:
         return f"ReplayProvider({str(self.path)!r})"
 
     def _read(self) -> list[tuple[int, StoredReply]]:
-        try:
-            raw_lines = self.path.read_bytes().split(b"\n")
-        except OSError as e:
-            raise ValueError(f"{self.path}: cannot read: {e.strerror or e}") from None
+        from ..reply_store import Duplicates, no_replies, store_lines, torn_warning
+
         entries: list[tuple[int, StoredReply]] = []
         torn: list[int] = []
-        for i, raw in enumerate(raw_lines):
-            if not raw.strip():
-                continue
-            where = f"{self.path}: line {i + 1}"
-            try:
-                obj = json.loads(raw.decode("utf-8", errors="surrogateescape"))
-            except ValueError as e:
-                if raw.lstrip().startswith(b"{"):
-                    torn.append(i + 1)  # a record torn by a kill: that reply is simply missing
-                    continue
-                raise ValueError(f"{where}: not valid JSON ({str(e).splitlines()[0]})") from None
+        dups = Duplicates(self.path)
+        default_label = ConfigInfo(provider="replay", model=self.path.name).label
+        for n, obj in store_lines(self.path, torn):
+            where = f"{self.path}: line {n}"
             if not isinstance(obj, dict):
                 raise ValueError(f"{where}: not a JSON object")
             try:
@@ -141,13 +132,12 @@ class ReplayProvider:
                 check_contract(entry.contract)
             except ValueError as e:
                 raise ValueError(f"{where}: field 'contract': {e}") from None
-            entries.append((i + 1, entry))
-        if torn:
-            from ..replay import no_replies, torn_warning
-
-            if not entries:
-                raise ValueError(no_replies(self.path, torn))
-            message = torn_warning(self.path, torn)
+            label = entry.config.label if entry.config else default_label
+            if dups.keep(n, obj, entry.reply_id or None, (label, entry.task_id, entry.contract, entry.draw)):
+                entries.append((n, entry))
+        if not entries:
+            raise ValueError(no_replies(self.path, torn))
+        for message in ([torn_warning(self.path, torn)] if torn else []) + ([dups.note()] if dups.note() else []):
             if message not in _WARNED:  # once per process, though an effort ladder reads the store per rung
                 _WARNED.add(message)
                 print(f"quotebench: warning: {message}", file=sys.stderr)

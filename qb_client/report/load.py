@@ -1,13 +1,14 @@
 """Reading results JSONL files into records (plain dicts, as written by ``JsonlWriter``).
 
-A file is read line by line so that an error names its line. A line that does
-not parse is taken for a torn write and skipped with a warning when it is the
-last line, or when it starts with ``{`` (a record cut short by a kill; a
-resumed writer then adds the newline and carries on, so such a line can sit in
-the middle of a file). Any other unparseable line, a line that is not an
-object, a record without a required field, or a file with no records at all is
-refused with :class:`ReportInputError`, whose message is one line naming the
-file, the line and the field.
+A file is read line by line so that an error names its line, by the rule of
+:mod:`transports.store`: only an unterminated last line (no trailing newline)
+that does not parse is taken for a write torn by a kill (a campaign still
+running, or killed) and skipped with a warning; a resumed writer removes such a
+line before it appends, so a torn line is never in the middle of a file. Any
+other unparseable line, a line that is not an object, a record without a
+required field, or a file with no records at all is refused with
+:class:`ReportInputError`, whose message is one line naming the file, the line
+and the field.
 
 When the same execution (config label, contract, transport, task, draw) is
 read more than once (the same file given twice, overlapping runs, a retried
@@ -24,11 +25,12 @@ all kept, and only a record read twice (the same file given twice) is dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from transports.store import bad_line, is_torn, parse_line, torn_note
 
 # SPEC.md "Record": the required fields. ``params`` and ``checks`` are checked
 # for presence only; the report reads the others and checks their types.
@@ -108,32 +110,28 @@ def read_results(path: str | os.PathLike[str], warn: Warn = _stderr) -> list[dic
     """The records of one results file, validated; see the module docstring for the rules."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as fh:
-            lines = fh.read().split(b"\n")
+        fh = open(name, "rb")
     except OSError as e:
         raise ReportInputError(f"{name}: cannot read: {e.strerror or e}") from None
-    numbered = [(n, raw) for n, raw in enumerate(lines, 1) if raw.strip()]
-    last = numbered[-1][0] if numbered else 0
     records: list[dict[str, Any]] = []
-    torn: list[int] = []
-    for n, raw in numbered:
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            if n == last or raw.lstrip().startswith(b"{"):
-                torn.append(n)
+    with fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
-            raise ReportInputError(f"{name}: line {n}: not valid JSON ({str(e).splitlines()[0]})") from None
-        if not isinstance(obj, dict):
-            raise ReportInputError(f"{name}: line {n}: not a JSON object (got {_typename(obj)})")
-        problem = _check(obj)
-        if problem:
-            field, what = problem
-            raise ReportInputError(f"{name}: line {n}: field '{field}': {what}")
-        records.append(obj)
-    if torn:
-        where = ", ".join(str(n) for n in torn[:5]) + (" ..." if len(torn) > 5 else "")
-        warn(f"{name}: skipped {len(torn)} torn line(s) that are not complete JSON (line {where})")
+            try:
+                obj = parse_line(raw)
+            except ValueError as e:
+                if is_torn(raw):
+                    warn(torn_note(name, n))
+                    continue
+                raise ReportInputError(bad_line(name, n, str(e))) from None
+            if not isinstance(obj, dict):
+                raise ReportInputError(f"{name}: line {n}: not a JSON object (got {_typename(obj)})")
+            problem = _check(obj)
+            if problem:
+                field, what = problem
+                raise ReportInputError(f"{name}: line {n}: field '{field}': {what}")
+            records.append(obj)
     if not records:
         raise ReportInputError(f"{name}: no records (a results file holds one JSON record per line)")
     return records
