@@ -209,7 +209,9 @@ def test_missing_cells_are_null_not_zero():
     assert c["exit_zero_wrong"] == 0.0  # one failing execution, exit 1: a real zero
     assert c["families"]["a"]["RN"] is None
     assert c["damage_attribution"]["RN"] is None and c["damage_attribution"]["lost"] is None
-    assert doc["rank_agreement"] == {"kendall_tau_b": None, "ci95": None, "reversals": None}
+    assert doc["rank_agreement"] == {"kendall_tau_b": None, "ci95": None, "reversals": None, "shared_tasks": None,
+                                     "restricted": [], "scores": None,
+                                     "reason": "needs at least two configs with both RR and NN cells"}
     assert doc["selection_regret"] is None
     assert "null" in json.dumps(doc)
 
@@ -321,14 +323,18 @@ def test_kendall_tau_b_with_ties_by_hand():
     assert stats.kendall_tau_b([1, 1], [1, 2]) is None
 
 
-def configs_with_scores(rr: list[int], nn: list[int], n: int = 4) -> list[dict]:
-    """Config k passes rr[k] of n tasks on RR and nn[k] on NN (one family per task)."""
+def configs_with_scores(rr: list[int], nn: list[int], n: int = 4, tasks: list[str] | None = None) -> list[dict]:
+    """Config k passes rr[k] of n tasks on RR and nn[k] on NN (one family per task, unless ``tasks`` names them)."""
+    tasks = tasks or [f"f{i}/control" for i in range(n)]
     records = []
     for k, (r, s) in enumerate(zip(rr, nn)):
-        for i in range(n):
-            records.append(rec(f"f{i}/control", i < r, cell="RR", model=f"c{k + 1}"))
-            records.append(rec(f"f{i}/control", i < s, cell="NN", model=f"c{k + 1}"))
+        for i, task in enumerate(tasks):
+            records.append(rec(task, i < r, cell="RR", model=f"c{k + 1}"))
+            records.append(rec(task, i < s, cell="NN", model=f"c{k + 1}"))
     return records
+
+
+TINY_TASKS = ["a/control", "a/h1", "b/control", "b/h1"]  # the tasks of tiny(), so configs compare with it
 
 
 def test_rank_agreement_and_reversals_by_hand():
@@ -358,11 +364,12 @@ SPEC_CONFIG_KEYS = {"config", "draws", "cells", "damage", "compensation", "match
 
 
 def test_json_shape():
-    doc = compute(tiny() + configs_with_scores([1, 2], [2, 1]), resamples=200)
+    doc = compute(tiny() + configs_with_scores([1, 2], [2, 1], tasks=TINY_TASKS), resamples=200)
     text = json.dumps(doc, allow_nan=False)
     doc = json.loads(text)
     assert set(doc) == {"configs", "rank_agreement", "selection_regret"}
-    assert set(doc["rank_agreement"]) == {"kendall_tau_b", "ci95", "reversals"}
+    assert set(doc["rank_agreement"]) == {"kendall_tau_b", "ci95", "reversals", "shared_tasks", "restricted", "scores",
+                                          "reason"}
     for c in doc["configs"]:
         assert SPEC_CONFIG_KEYS <= set(c)
         assert set(c["config"]) == {"provider", "model", "effort", "params"}
@@ -387,14 +394,14 @@ def test_report_command_json_prints_one_document(tmp_path, capsys):
 
 def test_terminal_renders_intervals_as_points():
     console = Console(record=True, width=220, file=io.StringIO())
-    render_terminal(compute(tiny() + configs_with_scores([1, 2], [2, 1]), resamples=200), console)
+    render_terminal(compute(tiny() + configs_with_scores([1, 2], [2, 1], tasks=TINY_TASKS), resamples=200), console)
     text = console.export_text()
     assert re.search(r"-75\.0 \[-?\d+\.\d, -?\d+\.\d\]", text)
     assert "p:m@high" in text and "Kendall tau-b" in text and "regret" in text
 
 
 def test_html_is_self_contained(tmp_path):
-    doc = compute(tiny() + configs_with_scores([1, 2, 3], [2, 1, 3]), resamples=200)
+    doc = compute(tiny() + configs_with_scores([1, 2, 3], [2, 1, 3], tasks=TINY_TASKS), resamples=200)
     page = render_html(doc)
     assert "<svg" in page and page.count("<svg") == 3
     assert "http://" not in page and "https://" not in page

@@ -10,6 +10,15 @@ Besides the SPEC keys, each config carries ``label``, ``records``, ``errors``,
 ``damage_attribution`` and ``exit_zero_wrong_counts``; the top level holds
 exactly the SPEC keys.
 
+Configs are compared (rank agreement, reversals, selection regret) only on the
+tasks all of them ran in both RR and NN: a 4-task run is never ranked against
+a 56-task run on their own task sets. ``rank_agreement`` therefore also holds
+``shared_tasks`` (how many), ``restricted`` (each config that ran more, with
+its own RR and NN task counts), ``scores`` (the RR and NN scores compared, per
+config) and ``reason`` (why the statistics are null, when they are: fewer than
+two configs with RR and NN, or no shared task). Per-config cells stay over each
+config's own tasks, with their ``n``.
+
 ``exit_zero_wrong`` is exactly: of the config's failing executions *in which a
 shell ran* (the record has an exit code, or timed out), the share whose exit
 code was 0. Failures where no shell ran are left out of it: transport errors
@@ -233,30 +242,58 @@ def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
     return doc
 
 
-def _rank_agreement(datas: list[ConfigData], docs: list[dict[str, Any]], resamples: int, seed: int):
-    comp = [(cd, d) for cd, d in zip(datas, docs) if d["cells"]["RR"] and d["cells"]["NN"]]
+NEEDS_TWO = "needs at least two configs with both RR and NN cells"
+
+
+def _shared_tasks(comp: list[ConfigData]) -> list[str]:
+    """The tasks every config in ``comp`` ran in both RR and NN: the only ground on which they compare."""
+    sets = [set(cd.outcomes.get(CELLS["RR"], {})) & set(cd.outcomes.get(CELLS["NN"], {})) for cd in comp]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def _own_tasks(cd: ConfigData) -> dict[str, int]:
+    return {name: len(cd.outcomes.get(CELLS[name], {})) for name in ("RR", "NN")}
+
+
+def _rank_agreement(datas: list[ConfigData], resamples: int, seed: int) -> dict[str, Any]:
+    """Kendall tau-b of RR vs NN, its task-cluster bootstrap interval and the strict reversals, with every
+    config scored on the tasks all of them ran in both RR and NN (``shared_tasks``). Configs that ran more
+    are listed in ``restricted``; ``scores`` holds the scores compared. Without two configs, or without a
+    shared task, every statistic is None and ``reason`` says why."""
+    comp = [cd for cd in datas if cd.outcomes.get(CELLS["RR"]) and cd.outcomes.get(CELLS["NN"])]
+    out: dict[str, Any] = {"kendall_tau_b": None, "ci95": None, "reversals": None, "shared_tasks": None,
+                           "restricted": [], "scores": None, "reason": None}
     if len(comp) < 2:
-        return {"kendall_tau_b": None, "ci95": None, "reversals": None}, None
-    labels = [d["label"] for _, d in comp]
-    rr = [d["cells"]["RR"]["rate"] for _, d in comp]
-    nn = [d["cells"]["NN"]["rate"] for _, d in comp]
-    tau = stats.kendall_tau_b(rr, nn)
-    # task-cluster bootstrap: resample tasks, recompute every config's RR and NN score
-    tasks = sorted({t for cd, _ in comp for pair in (CELLS["RR"], CELLS["NN"]) for t in cd.outcomes.get(pair, {})})
+        return {**out, "reason": NEEDS_TWO}
+    tasks = _shared_tasks(comp)
+    shared = set(tasks)
+    restricted = [{"config": cd.label, "tasks": _own_tasks(cd)} for cd in comp
+                  if any(set(cd.outcomes[CELLS[name]]) != shared for name in ("RR", "NN"))]
+    out.update(shared_tasks=len(tasks), restricted=restricted)
+    if not tasks:
+        sizes = ", ".join(f"{r['config']} {r['tasks']['RR']} RR / {r['tasks']['NN']} NN" for r in restricted)
+        return {**out, "reason": f"the configs share no task with both RR and NN ({sizes}), so they cannot be "
+                                 "compared"}
+    labels = [cd.label for cd in comp]
     index = {t: k for k, t in enumerate(tasks)}
-    counts = stats.resample_counts(len(tasks), resamples, seed)
-    boot = {}
+    sums = {}
     for name in ("RR", "NN"):
-        sums = np.zeros((len(tasks), len(comp)))
-        sizes = np.zeros((len(tasks), len(comp)))
-        for c, (cd, _) in enumerate(comp):
+        sums[name] = np.zeros((len(tasks), len(comp)))
+        for c, cd in enumerate(comp):
             for t, v in cd.shares(CELLS[name]).items():
-                sums[index[t], c] = v
-                sizes[index[t], c] = 1
-        boot[name] = stats.resampled_rates(counts, sums, sizes)
+                if t in index:
+                    sums[name][index[t], c] = v
+    rr = [stats.clean(v) for v in sums["RR"].sum(axis=0) / len(tasks)]
+    nn = [stats.clean(v) for v in sums["NN"].sum(axis=0) / len(tasks)]
+    tau = stats.kendall_tau_b(rr, nn)
+    # task-cluster bootstrap over the shared tasks: resample them, recompute every config's RR and NN score
+    counts = stats.resample_counts(len(tasks), resamples, seed)
+    sizes = np.ones((len(tasks), len(comp)))
+    boot = {name: stats.resampled_rates(counts, sums[name], sizes) for name in ("RR", "NN")}
     ci = stats.percentile_ci(stats.kendall_tau_b_rows(boot["RR"], boot["NN"])) if tau is not None else None
-    agreement = {"kendall_tau_b": tau, "ci95": ci, "reversals": stats.strict_reversals(labels, rr, nn)}
-    return agreement, (labels, rr, nn)
+    out.update(kendall_tau_b=tau, ci95=ci, reversals=stats.strict_reversals(labels, rr, nn),
+               scores={lab: {"RR": a, "NN": b} for lab, a, b in zip(labels, rr, nn)})
+    return out
 
 
 def selection(labels: list[str], rr: list[float], nn: list[float]) -> dict[str, Any]:
@@ -282,15 +319,34 @@ def compute(records: list[dict[str, Any]], *, resamples: int = stats.RESAMPLES, 
     """The SPEC ``report --json`` document for these records."""
     datas = [ConfigData(label, recs) for label, recs in group(records).items()]
     docs = [_config_doc(cd, resamples, seed) for cd in datas]
-    agreement, ranked = _rank_agreement(datas, docs, resamples, seed)
-    regret = selection(*ranked)["regret"] if ranked else None
+    agreement = _rank_agreement(datas, resamples, seed)
+    detail = compared(agreement)
+    regret = selection(*detail)["regret"] if detail else None
     return {"configs": docs, "rank_agreement": agreement, "selection_regret": regret}
 
 
-def selection_detail(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """Who RR picks and who is best on NN, recomputed from a document (for the renderers)."""
-    comp = [c for c in doc["configs"] if c["cells"]["RR"] and c["cells"]["NN"]]
-    if len(comp) < 2:
+def compared(agreement: dict[str, Any]) -> tuple[list[str], list[float], list[float]] | None:
+    """(labels, RR scores, NN scores) the configs were compared on (their shared tasks), or None."""
+    scores = agreement.get("scores")
+    if not scores:
         return None
-    return selection([c["label"] for c in comp], [c["cells"]["RR"]["rate"] for c in comp],
-                     [c["cells"]["NN"]["rate"] for c in comp])
+    labels = list(scores)
+    return labels, [scores[k]["RR"] for k in labels], [scores[k]["NN"] for k in labels]
+
+
+def selection_detail(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Who RR picks and who is best on NN, on the shared tasks, recomputed from a document (for the renderers)."""
+    detail = compared(doc["rank_agreement"])
+    return selection(*detail) if detail else None
+
+
+def comparison_note(doc: dict[str, Any]) -> str | None:
+    """One line saying on what ground configs were compared, when some were restricted (or could not be)."""
+    ra = doc["rank_agreement"]
+    if ra.get("shared_tasks") is None or not ra.get("restricted"):
+        return None
+    if not ra["shared_tasks"]:
+        return f"Rank agreement and selection regret: not computed: {ra['reason']}."
+    cut = ", ".join(f"{r['config']} ({r['tasks']['RR']} RR, {r['tasks']['NN']} NN tasks)" for r in ra["restricted"])
+    return (f"Configs are compared on the {ra['shared_tasks']} task(s) all of them ran in both RR and NN; "
+            f"restricted to those: {cut}. Per-config cells are each over their own tasks (n).")

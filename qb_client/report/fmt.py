@@ -59,10 +59,17 @@ def cell(c: dict[str, Any] | None) -> str:
 
 
 def tau(x: float | None) -> str:
-    """0.4 -> '0.40'; exactly 1 (or -1) -> '1' ('-1'): '1.00' would also be what 0.996 rounds to."""
+    """0.4 -> '0.40'; exactly 1 (or -1) -> '1' ('-1'); a tau that is not exactly +-1 never prints as
+    '1.00': 0.996 -> '0.996' (more places until it no longer rounds to +-1)."""
     if x is None:
         return MISSING
-    return f"{x:.0f}" if abs(x) == 1.0 else f"{x:.2f}"
+    if abs(x) == 1.0:
+        return f"{x:.0f}"
+    for places in range(2, 13):
+        text = f"{x:.{places}f}"
+        if abs(float(text)) != 1.0:
+            return text
+    return repr(x)
 
 
 def tau_interval(agreement: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.colors import to_hex
 
 from . import fmt, plots
-from .compute import selection_detail
+from .compute import NEEDS_TWO, comparison_note, selection_detail
 from .load import ReportInputError
 from .style import CSS
 
@@ -105,7 +105,8 @@ def _ranks(doc: dict[str, Any]) -> str:
     ra = doc["rank_agreement"]
     sel = selection_detail(doc)
     if sel is None:
-        return '<p class="missing">Rank agreement and selection regret need at least two configs with both RR and NN cells.</p>'
+        return f'<p class="missing">Rank agreement and selection regret: not computed: {_e(ra.get("reason") or NEEDS_TWO)}.</p>'
+    note = comparison_note(doc)
     ci = ra["ci95"]
     parts = ['<div class="stats">',
              f'<div class="stat"><div class="k">Kendall &tau;<sub>b</sub>, RR vs NN</div><div class="big">{fmt.tau(ra["kendall_tau_b"])}</div>'
@@ -122,11 +123,13 @@ def _ranks(doc: dict[str, Any]) -> str:
                  f'at {fmt.pct(sel["best_nn"])}%.</p>')
     parts.append(_figure(plots.rank_svg(doc), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
                                                "whose order strictly reverses; ranks share a number when scores tie."))
+    if note:
+        parts.append(f'<p class="note">{_e(note)}</p>')
     if ra["reversals"]:
-        by = {c["label"]: c for c in doc["configs"]}
+        by = ra["scores"]  # the scores compared, on the shared tasks
         rows = [_td(_e(a), "label") + _td(_e(b), "label")
-                + _td(f'{fmt.pct(by[a]["cells"]["RR"]["rate"])} vs {fmt.pct(by[b]["cells"]["RR"]["rate"])}', "num")
-                + _td(f'{fmt.pct(by[a]["cells"]["NN"]["rate"])} vs {fmt.pct(by[b]["cells"]["NN"]["rate"])}', "num")
+                + _td(f'{fmt.pct(by[a]["RR"])} vs {fmt.pct(by[b]["RR"])}', "num")
+                + _td(f'{fmt.pct(by[a]["NN"])} vs {fmt.pct(by[b]["NN"])}', "num")
                 for a, b in ra["reversals"]]
         parts.append(_table(["ahead on RR", "ahead on NN", "RR %", "NN %"], rows))
     return "".join(parts)

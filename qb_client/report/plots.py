@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from . import fmt
-from .compute import family_order
+from .compute import compared, family_order
 
 DAMAGE = "#d55e00"
 COMPENSATION = "#0072b2"
@@ -135,12 +135,11 @@ def _rank_positions(labels: list[str], scores: list[float]) -> tuple[dict[str, i
 
 def rank_figure(doc: dict[str, Any]) -> Figure | None:
     """A slope chart: each config's rank by RR on the left, by NN on the right; reversed pairs highlighted."""
-    comp = [c for c in doc["configs"] if c["cells"]["RR"] and c["cells"]["NN"]]
-    if len(comp) < 2:
+    detail = compared(doc["rank_agreement"])  # the scores on the tasks all configs share
+    if detail is None:
         return None
-    labels = [c["label"] for c in comp]
-    rr = [c["cells"]["RR"]["rate"] for c in comp]
-    nn = [c["cells"]["NN"]["rate"] for c in comp]
+    labels, rr, nn = detail
+    comp = labels
     rr_row, rr_rank = _rank_positions(labels, rr)
     nn_row, nn_rank = _rank_positions(labels, nn)
     reversed_ = {lab for pair in (doc["rank_agreement"]["reversals"] or []) for lab in pair}

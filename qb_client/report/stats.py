@@ -65,7 +65,9 @@ def kendall_tau_b(x: list[float], y: list[float]) -> float | None:
     yr = np.round(np.asarray(y, dtype=float), TIE_DECIMALS)
     res = _scipy_stats.kendalltau(xr, yr, variant="b")
     tau = float(res.statistic)
-    return None if math.isnan(tau) else clean(tau)
+    # scipy's sqrt can leave 0.9999999999999999 for a perfect agreement: tau is a ratio of pair counts, so
+    # nothing real lives below 1e-12 (the tie tolerance), and a tau of exactly 1 stays exactly 1
+    return None if math.isnan(tau) else clean(round(tau, TIE_DECIMALS))
 
 
 def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -87,7 +89,7 @@ def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     ty = np.sum(sy == 0, axis=1)
     den = np.sqrt((n0 - tx).astype(float) * (n0 - ty).astype(float))
     with np.errstate(invalid="ignore", divide="ignore"):
-        tau = np.where(den > 0, s / np.where(den > 0, den, 1.0), np.nan)
+        tau = np.round(np.where(den > 0, s / np.where(den > 0, den, 1.0), np.nan), TIE_DECIMALS)
     bad = np.isnan(x).any(axis=1) | np.isnan(y).any(axis=1)
     tau[bad] = np.nan
     return tau

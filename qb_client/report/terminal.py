@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..console import safe, safe_text
 from . import fmt
-from .compute import selection_detail
+from .compute import NEEDS_TWO, compared, comparison_note, selection_detail
 
 STYLE = {"neg": "red", "pos": "green", "": ""}
 
@@ -157,9 +157,13 @@ def _diagnostics(configs: list[dict[str, Any]]) -> Grid:
 
 def _ranks(doc: dict[str, Any]) -> list[Any]:
     ra = doc["rank_agreement"]
-    comp = [c for c in doc["configs"] if c["cells"]["RR"] and c["cells"]["NN"]]
-    if len(comp) < 2:
-        return [Text("Rank agreement: needs at least two configs with both RR and NN cells.", style="dim")]
+    note = comparison_note(doc)
+    detail = compared(ra)
+    if detail is None:
+        why = ra.get("reason") or NEEDS_TWO
+        return [_t(f"Rank agreement and selection regret: not computed: {why}.")]
+    # the scores compared: each config over the tasks all of them share (see comparison_note)
+    comp = [{"label": lab, "cells": {"RR": {"rate": r}, "NN": {"rate": n}}} for lab, r, n in zip(*detail)]
     rr_order = sorted(comp, key=lambda c: (-c["cells"]["RR"]["rate"], c["label"]))
     nn_rank = {c["label"]: 1 + sum(o["cells"]["NN"]["rate"] > c["cells"]["NN"]["rate"] + 1e-12 for o in comp)
                for c in comp}
@@ -175,6 +179,8 @@ def _ranks(doc: dict[str, Any]) -> list[Any]:
                           Text(f"{nn_rank[lab]}" + (f" ({move:+d})" if move else ""),
                                style="green" if move > 0 else "red" if move < 0 else "")])
     out: list[Any] = [g]
+    if note:
+        out.append(_t(f"Note: {note}"))
     rev = ra["reversals"] or []
     if rev:
         lines = Text(f"Reversals ({len(rev)}): ahead on RR, behind on NN (strictly)\n", style="bold")
