@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http address (needs --token)")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN (default: $QB_SERVE_TOKEN)")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S, help="end sessions idle this long (s)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="wall-clock limit of one command in seconds (default 10, the sandbox's)")
     return p
 
 
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,
               control=args.control, record=args.record, allow_remote=args.allow_remote,
-              token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout)
+              token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout,
+              timeout=args.timeout)
     except ValueError as e:
         print(f"quotebench serve: {e}", file=sys.stderr)
         return 2

@@ -19,17 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 from mcp.server.mcpserver import MCPServer
 
 from transports.record import Record
 from transports.sandbox import Limits
 
 from .config import (
-    DEFAULT_IDLE_S, DEFAULT_TASK, ServerConfig, check_idle, check_record, check_tool_name, resolve_task,
+    DEFAULT_IDLE_S, DEFAULT_TASK, HOST_GRACE_S, ServerConfig, check_idle, check_record, check_timeout, check_tool_name, resolve_task,
     resolve_transport,
 )
 from .sessions import Serving, SessionKey, SessionManager, key_for
 from .tools import make_mcp
+from .worker import one_line
 
 
 class QBServer:
@@ -50,8 +52,13 @@ class QBServer:
         """The request's session key; a legacy connection's end is hooked to close its session."""
         key, connection = key_for(request_context, self.serving)
         if connection is not None:
-            connection.exit_stack.push_async_callback(self.sessions.close, key, "disconnected")
+            connection.exit_stack.push_async_callback(self._disconnected, key)
         return key
+
+    async def _disconnected(self, key: SessionKey) -> None:
+        """A legacy connection ended: by its client (``disconnected``), or because the server is stopping."""
+        stopping = self.sessions.stopping or self.sessions.closing
+        await self.sessions.close(key, "shutdown" if stopping else "disconnected")
 
     async def run_command(self, command: str, sandbox: str) -> Record:
         """Run one command in the session named ``sandbox`` (as the ``_meta`` id would), without MCP.
@@ -67,28 +74,39 @@ class QBServer:
 
     async def aclose(self, reason: str = "shutdown") -> None:
         """End every session (recording its final verdict) and close the record file."""
+        if reason == "shutdown":
+            self.sessions.stopping = True
         await self.sessions.close_all(reason)
         self.sessions.close_writer()
 
     async def sweeper(self, every_s: float | None = None) -> None:
-        """Close idle sessions even when no request arrives to trigger the lazy sweep."""
+        """Close idle sessions even when no request arrives to trigger the lazy sweep.
+
+        Nothing a session does may end this task: a failed sweep is one line on stderr, and the next
+        one comes as usual (a dead sweeper would leave idle sandboxes forever, or, raising, end the server)."""
         every = every_s or min(60.0, self.config.idle_timeout_s / 2)
         while True:
             await anyio.sleep(every)
-            await self.sessions.sweep()
+            try:
+                await self.sessions.sweep()
+            except Exception as e:  # noqa: BLE001
+                print(f"quotebench serve: the idle sweep failed: {one_line(e)}", file=sys.stderr)
 
 
 def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: str = "bash",
               control: bool = False, record: str | Path | None = None, idle_timeout: float = DEFAULT_IDLE_S,
-              limits: Limits | None = None, run_id: str | None = None, serving: Serving = "inproc") -> QBServer:
+              limits: Limits | None = None, run_id: str | None = None, serving: Serving = "inproc",
+              host_grace: float = HOST_GRACE_S) -> QBServer:
     """Check the options (a bad one is a one-line ``ValueError``) and build the server.
 
     transport: registry name (composed names allowed); task: task id; tool_name: the shell tool's
     name; control: add the ``qb_`` tools; record: JSONL path every call and session end is appended to;
-    idle_timeout: seconds after which an unused session is ended; limits: sandbox limits.
+    idle_timeout: seconds after which an unused session is ended; limits: sandbox limits; host_grace:
+    seconds a call's host work may take beyond the command's time limit before it is abandoned as a
+    harness error (see :mod:`qb_server.worker`).
     """
     config = ServerConfig(transport=transport, task=task, tool_name=tool_name, control=control, record=record,
-                          idle_timeout_s=idle_timeout, limits=limits or Limits())
+                          idle_timeout_s=idle_timeout, limits=limits or Limits(), host_grace_s=host_grace)
     if run_id:
         config.run_id = run_id
     return QBServer(config, serving)
@@ -106,7 +124,7 @@ def build_server(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name:
 
 def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = None, tool_name: str = "bash",
           control: bool = False, record: str | Path | None = None, allow_remote: bool = False,
-          token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S) -> None:
+          token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S, timeout: float | None = None) -> None:
     """Serve until stopped: stdio by default, streamable HTTP on ``http="HOST:PORT"`` (path ``/mcp``).
 
     HTTP listens on loopback only, unless ``allow_remote`` and a bearer ``token`` are both given;
@@ -116,8 +134,9 @@ def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = N
     from .http import check_bind, serve_http
 
     bind = check_bind(http, allow_remote, token) if http is not None else None
+    limits = Limits(timeout_s=check_timeout(timeout)) if timeout is not None else None
     app = build_app(transport, task, tool_name=tool_name, control=control, record=record,
-                    idle_timeout=idle_timeout, serving="http" if bind else "stdio")
+                    idle_timeout=idle_timeout, limits=limits, serving="http" if bind else "stdio")
     if bind is None:
         anyio.run(_serve_stdio, app)
     else:
@@ -126,12 +145,11 @@ def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = N
 
 async def _serve_stdio(app: QBServer) -> None:
     """Run until stdin closes or SIGTERM/SIGINT arrives, then end the sessions cleanly."""
-    print(f"quotebench serve: MCP over stdio (transport {app.config.transport}, task {app.task.id})",
-          file=sys.stderr)
-
-    async def stop_on_signal() -> None:
+    async def stop_on_signal(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for _ in signals:
+                app.sessions.stopping = True
                 # The SDK reads stdin in a worker thread that no cancellation can interrupt, so the
                 # serving task would never finish: end the sessions (a running call completes and is
                 # recorded first), then leave. The records are already fsynced.
@@ -143,7 +161,9 @@ async def _serve_stdio(app: QBServer) -> None:
     reason = "shutdown"
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signal)
+            await tg.start(stop_on_signal)
+            print(f"quotebench serve: MCP over stdio (transport {app.config.transport}, task {app.task.id})",
+                  file=sys.stderr)
             tg.start_soon(app.sweeper)
             await app.mcp.run_stdio_async()
             reason = "disconnected"  # stdin closed: the one client has gone

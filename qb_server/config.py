@@ -8,6 +8,7 @@ failing on the first tool call.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,15 @@ DEFAULT_TASK = "file-write/control"
 DEFAULT_IDLE_S = 1800.0
 MAX_SESSIONS = 512
 """Open sessions at once; each holds a sandbox directory, and a client could mint ``_meta`` ids at will."""
+HOST_GRACE_S = 10.0
+"""What a call's host work may take beyond the command's own time limit (bwrap start and teardown,
+reading back what was received) before it is abandoned; also the bound of one verdict."""
+CREATE_BOUND_S = 60.0
+"""The most building a sandbox (the fixture, possibly a git repository) may take."""
+CLOSE_BOUND_S = 60.0
+"""The most deleting a sandbox may take; a hostile tree must not keep a session end waiting longer."""
+MAX_STUCK = 64
+"""Abandoned host operations still blocked (each a thread) beyond which no new sandbox is made."""
 CONTROL_PREFIX = "qb_"
 # What MCP allows in a tool name (letters, digits, _ - .); providers are stricter about '.', so it is
 # allowed but not recommended.
@@ -41,6 +51,7 @@ class ServerConfig:
     idle_timeout_s: float = DEFAULT_IDLE_S
     limits: Limits = field(default_factory=Limits)
     run_id: str = field(default_factory=new_id)
+    host_grace_s: float = HOST_GRACE_S
 
 
 def resolve_transport(name: str) -> Transport:
@@ -71,20 +82,33 @@ def check_tool_name(name: str) -> str:
 
 
 def check_record(path: str | Path | None) -> Path | None:
-    """The ``--record`` file: appendable (made, with its directory, if missing); a directory or an
-    unwritable place is a one-line ``ValueError``."""
+    """The ``--record`` file: a regular file to append to, made if missing.
+
+    The project's rule for every output file: its parent directory must exist (nothing is created on
+    the way to it, so a typo cannot scatter directories, even at ``/``). A missing directory, a
+    directory, a FIFO or device (opening one could block or swallow the records) or an unwritable
+    place is a one-line ``ValueError`` naming the option and the path."""
     if path is None:
         return None
     p = Path(path)
+    if not p.parent.is_dir():
+        raise ValueError(f"--record {p}: the directory {p.parent} does not exist (create it first)")
     if p.is_dir():
         raise ValueError(f"--record {p}: is a directory (give a JSONL file to append records to)")
+    if p.exists() and not p.is_file():
+        raise ValueError(f"--record {p}: is not a regular file (give a JSONL file to append records to)")
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "ab"):
-            pass
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        os.close(fd)
     except OSError as e:
         raise ValueError(f"--record {p}: cannot write: {e.strerror or e}") from None
     return p
+
+
+def check_timeout(seconds: float) -> float:
+    if not 0 < seconds <= 24 * 3600:
+        raise ValueError(f"--timeout must be a positive number of seconds (at most a day), not {seconds}")
+    return float(seconds)
 
 
 def check_idle(seconds: float) -> float:

@@ -19,11 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import anyio
+import anyio.abc
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .app import QBServer
+
+
+GRACEFUL_SHUTDOWN_S = 3.0
+"""How long a SIGTERM waits for open HTTP connections before they are closed and every session is ended."""
 
 
 @dataclass(frozen=True)
@@ -127,18 +132,22 @@ async def serve_http(app: QBServer, bind: Bind, token: str | None) -> None:
     sock = _listen(bind)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    server = _Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
-    print(f"quotebench serve: MCP on http://{shown}:{port}/mcp (transport {app.config.transport}, "
-          f"task {app.task.id})", file=sys.stderr, flush=True)
+    # a legacy client's open event stream never ends by itself: without a bound, a SIGTERM would wait for it forever
+    server = _Server(uvicorn.Config(asgi, log_level="warning", lifespan="on",
+                                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
     try:
         async with anyio.create_task_group() as tg:
-            async def stop_on_signal() -> None:
+            async def stop_on_signal(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    task_status.started()
                     async for _ in signals:
+                        app.sessions.stopping = True  # legacy connections closed from now on end by shutdown
                         server.should_exit = True  # uvicorn's graceful shutdown, then our finally
                         return
 
-            tg.start_soon(stop_on_signal)
+            await tg.start(stop_on_signal)  # the banner says "ready": a SIGTERM from then on is handled
+            print(f"quotebench serve: MCP on http://{shown}:{port}/mcp (transport {app.config.transport}, "
+                  f"task {app.task.id})", file=sys.stderr, flush=True)
             tg.start_soon(app.sweeper)
             await server.serve(sockets=[sock])
             tg.cancel_scope.cancel()

@@ -1,28 +1,12 @@
 """Sessions: which sandbox a request belongs to, and when that sandbox ends.
 
-Why keying is explicit
-    mcp 2.x clients default to the stateless 2026-07-28 protocol: every request
-    is self-contained, arrives on a fresh ``Connection`` and carries no session
-    id. "The connection" therefore identifies nobody, and keying a sandbox on it
-    would give every call a new sandbox (or, keyed on nothing, one sandbox shared
-    by all clients). A sandbox is keyed on the first of these that the request has:
-
-    1. ``_meta["quotebench/sandbox"]`` - an id the client chooses and sends with
-       each request. Works on every transport and protocol version; the client
-       must make it unguessable if several clients share a server.
-    2. the stdio process - a stdio server has exactly one client, so all its
-       requests share one session (key ``stdio``).
-    3. a handshake-era (legacy) connection - ``Client(..., mode="legacy")``: over
-       streamable HTTP that is the ``mcp-session-id``; in-process it is the
-       connection object. When the connection ends (HTTP DELETE, the SDK's idle
-       timeout, the in-process client leaving) its sandbox is closed at once.
-    4. nothing - a stateless request without the ``_meta`` id is a session of
-       its own: a fresh sandbox for that one call, closed right after it.
+How a request is given its session key is in :mod:`qb_server.keys`.
 
 Ends
-    A session ends when its connection ends (3), when it is idle for longer
-    than the idle limit, when a control tool ends it, or when the server stops;
-    an anonymous one (4) after its call. Ending validates the final state,
+    A session ends when its (legacy) connection ends, when it is idle for
+    longer than the idle limit, when a control tool ends it, or when the server
+    stops (then by ``shutdown``, even where the stop closes its connection); an
+    anonymous one after its call. Ending validates the final state,
     records that verdict (``error="session-end: <reason>"``, ``reply_id``
     ending in ``-session-end``) and deletes the sandbox. A reset or a task
     change ends the sandbox the same way (reason ``reset``).
@@ -37,25 +21,31 @@ Record ids
 
 Calls of one session are serialised by a lock: the sandbox is one working
 directory, and the records must say in which order its state changed.
+
+Harness failures
+    The session's host work (building the sandbox, the delivery, the verdict,
+    the cleanup) runs on its own worker thread, each step within a bound
+    (:mod:`qb_server.worker`), so a hostile command can stall or crash only its
+    own session, never the server. Any exception or overrun there becomes a
+    recorded harness error of that session, one line: a call that fails is
+    recorded with ``error="harness: <step>: <Type>: <message>"`` (verdict
+    failed, nothing received) and its sandbox is ended at once (reason
+    ``harness error``, not judged), so the next call starts fresh; an end whose
+    verdict or cleanup fails still records its end, with
+    ``" (harness: <step>: ...)"`` after the reason. Nothing here raises into the
+    serving loop, the idle sweeper or a connection's teardown.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Literal
 
 import anyio
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CLIENT_INFO_META_KEY
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tasks.schema import Task
 from tasks.validate import Verdict, validate
@@ -65,89 +55,19 @@ from transports.record import ConfigInfo, Record
 from transports.sandbox import Sandbox
 from transports.store import JsonlWriter
 
-from .config import MAX_SESSIONS, ServerConfig
-
-META_KEY = "quotebench/sandbox"
-"""The ``_meta`` key a client sets to name its sandbox."""
+from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, ServerConfig
+from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
+from .unfinished import RecordLock, note_unfinished
+from .worker import Worker, one_line, stuck
 
 SESSION_END = "session-end"
-Kind = Literal["meta", "stdio", "http", "connection", "anonymous"]
-Serving = Literal["stdio", "http", "inproc"]
-_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
+HARNESS = "harness"
+"""Prefix of the ``error`` of a call the harness failed (the same as replay's harness errors)."""
+HARNESS_END = "harness error"
+"""The end reason of a sandbox ended because the harness failed in it."""
 
-
-class SessionError(ToolError):
-    """A request that cannot be given a session (a malformed ``_meta`` id, too many sessions).
-
-    A ``ToolError``, so wherever it is raised the client gets a tool error with this message."""
-
-
-@dataclass(frozen=True)
-class SessionKey:
-    """``id`` keys the session table; ``label`` is short and safe to put into record ids."""
-
-    id: str
-    label: str
-    kind: Kind
-
-    @classmethod
-    def meta(cls, value: str) -> "SessionKey":
-        label = value if _SAFE.match(value) else "h" + hashlib.sha256(value.encode()).hexdigest()[:12]
-        return cls(f"meta:{value}", f"meta-{label}", "meta")
-
-    @classmethod
-    def anonymous(cls) -> "SessionKey":
-        u = uuid.uuid4().hex[:12]
-        return cls(f"anon:{u}", f"anon-{u}", "anonymous")
-
-
-STDIO_KEY = SessionKey("stdio", "stdio", "stdio")
-
-
-def _connection(rc: Any) -> Any:
-    """The request's ``Connection``. mcp 2.3 has no public accessor yet (its ``Context.connection``
-    is not wired), so this reads the session's private attribute and copes with its absence."""
-    return getattr(getattr(rc, "session", None), "_connection", None)
-
-
-def key_for(rc: Any, serving: Serving) -> tuple[SessionKey, Any]:
-    """The session key of a request, and the legacy connection whose end should close it (or None)."""
-    meta: Mapping[str, Any] = rc.meta or {}
-    if META_KEY in meta:
-        value = meta[META_KEY]
-        if not isinstance(value, str) or not 1 <= len(value) <= 256:
-            raise SessionError(f"_meta['{META_KEY}'] must be a string of 1 to 256 characters")
-        return SessionKey.meta(value), None
-    if serving == "stdio":
-        return STDIO_KEY, None
-    if rc.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        conn = _connection(rc)
-        if conn is not None and getattr(conn, "state", None) is not None:
-            key = conn.state.get("quotebench/key")
-            if key is None:
-                sid = getattr(conn, "session_id", None)
-                u = uuid.uuid4().hex
-                key = (SessionKey(f"http:{sid}", f"http-{sid[:12]}", "http") if sid
-                       else SessionKey(f"conn:{u}", f"conn-{u[:12]}", "connection"))
-                conn.state["quotebench/key"] = key
-                return key, conn
-            return key, None
-        sid = getattr(getattr(rc, "request", None), "headers", {}).get("mcp-session-id")
-        if sid:
-            return SessionKey(f"http:{sid}", f"http-{sid[:12]}", "http"), None
-    return SessionKey.anonymous(), None
-
-
-def client_name(rc: Any) -> str:
-    """The client's self-declared name (handshake params, or the 2026 envelope), for the record's config."""
-    params = getattr(getattr(rc, "session", None), "client_params", None)
-    info = getattr(params, "client_info", None)
-    if info is not None and getattr(info, "name", None):
-        return str(info.name)
-    env = (rc.meta or {}).get(CLIENT_INFO_META_KEY)
-    if isinstance(env, Mapping) and env.get("name"):
-        return str(env["name"])
-    return "unknown"
+__all__ = ["META_KEY", "STDIO_KEY", "Kind", "Serving", "SessionError", "SessionKey", "client_name",
+           "key_for", "Session", "SessionManager"]
 
 
 class Session:
@@ -166,6 +86,18 @@ class Session:
         self.last_used = time.monotonic()
         self.closed = False
         self.client = "unknown"
+        self._worker: Worker | None = None
+
+    def worker(self) -> Worker:
+        """The thread this session's host work runs on; a new one after an overrun retired the last."""
+        if self._worker is None or self._worker.retired:
+            self._worker = Worker(self.key.label)
+        return self._worker
+
+    def retire_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.retire()
+            self._worker = None
 
 
 def _mcp_version() -> str:
@@ -183,10 +115,22 @@ class SessionManager:
         self.transport = transport
         self.task = task
         self.sessions: dict[str, Session] = {}
-        self.writer = JsonlWriter(config.record) if config.record else None
+        self.lock: RecordLock | None = None
+        self.writer: JsonlWriter | None = None
+        if config.record:
+            self.lock = RecordLock(config.record)
+            self.writer = JsonlWriter(config.record)  # repairs a torn tail before anything is appended
+            if self.lock.alone:  # no live server shares the file: sessions still open in it never ended
+                note_unfinished(config.record, self.writer)
+            self.lock.share()
         self._versions = {"mcp": _mcp_version()}
         self._warned_anonymous = False
         self.closing = False
+        """No request gets a session any more (``close_all`` has begun)."""
+        self.stopping = False
+        """A shutdown was asked for: sessions ending from now on end by ``shutdown``."""
+        self.call_bound_s = config.limits.timeout_s + config.host_grace_s
+        """The most one call's host work (delivery, then verdict) may take before it is abandoned."""
 
     # -- access ----------------------------------------------------------------
 
@@ -227,7 +171,10 @@ class SessionManager:
 
     async def ensure_sandbox(self, session: Session) -> Sandbox:
         if session.sandbox is None:
-            session.sandbox = await anyio.to_thread.run_sync(Sandbox.create, session.task, self.config.limits)
+            if (n := stuck()) >= MAX_STUCK:
+                raise SessionError(f"the server carries {n} blocked host operations; restart it")
+            session.sandbox = await session.worker().call(
+                "building the sandbox", CREATE_BOUND_S, Sandbox.create, session.task, self.config.limits)
         return session.sandbox
 
     # -- what the tools do (all called inside ``use``) ---------------------------
@@ -236,77 +183,152 @@ class SessionManager:
         """One command through the transport in the session's sandbox, judged and durably recorded.
 
         Shielded: a client that cancels (or disconnects) after the command started must not leave a
-        changed sandbox without its record; the sandbox's time limit bounds the wait.
+        changed sandbox without its record; the bounds of the host work end the wait. A harness failure
+        is returned as its record (``error`` ``harness: ...``), never raised.
         """
-        box = await self.ensure_sandbox(session)
         with anyio.CancelScope(shield=True):
-            delivery = await self.transport.deliver(command, box)
-            verdict = await anyio.to_thread.run_sync(verdict_for, session.task, box.workdir, delivery)
+            step = "building the sandbox"
+            try:
+                box = await self.ensure_sandbox(session)
+                step = "the delivery"
+                delivery = await session.worker().call(step, self.call_bound_s, self.transport.deliver, command, box)
+                step = "the verdict"
+                verdict = await session.worker().call(step, self.config.host_grace_s, verdict_for, session.task,
+                                                       box.workdir, delivery)
+            except SessionError:
+                raise
+            except Exception as e:  # noqa: BLE001 - whatever a hostile command provokes, the server lives on
+                return await self._failed_call(session, command, f"{step}: {one_line(e)}")
             session.calls += 1
-            record = build_record(
-                session.task, self.transport.name, command, delivery, verdict,
-                reply=command, run_id=self.config.run_id,
-                reply_id=f"mcp-{session.key.label}-{session.uid}-{session.calls}",
-                config=ConfigInfo(provider="mcp", model=session.client), contract="native",
-                extra_versions=self._versions,
-            )
+            record = self._record(session, command, delivery, verdict, f"{session.calls}")
             await self._write(record)
             session.last_record = record
         return record
 
     async def verdict(self, session: Session) -> Verdict:
-        box = await self.ensure_sandbox(session)
-        return await anyio.to_thread.run_sync(validate, session.task, box.workdir)
+        """The verdict on the current state; a harness failure ends the sandbox (recorded) and is a ``SessionError``."""
+        with anyio.CancelScope(shield=True):
+            try:
+                box = await self.ensure_sandbox(session)
+                return await session.worker().call("the verdict", self.config.host_grace_s, validate,
+                                                   session.task, box.workdir)
+            except SessionError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                what = f"the verdict: {one_line(e)}"
+                await self._end(session, HARNESS_END, failure=what)
+        raise SessionError(f"the tool server could not judge this sandbox ({what}); it was ended")
 
     async def reset(self, session: Session, task: Task | None = None) -> None:
         """End the current sandbox (recorded) and start the next one fresh, possibly of another task."""
         await self._end(session, "reset")
         if task is not None:
             session.task = task
-        await self.ensure_sandbox(session)
+        try:
+            await self.ensure_sandbox(session)
+        except SessionError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise SessionError(f"the tool server could not build a sandbox: {one_line(e)}") from None
 
-    async def _end(self, session: Session, reason: str) -> Record | None:
-        """Judge, record and delete the sandbox; None when the session never had one."""
+    # -- records -----------------------------------------------------------------
+
+    def _record(self, session: Session, command: str | None, delivery: Delivery, verdict: Verdict, suffix: str,
+                error: str | None = None) -> Record:
+        return build_record(
+            session.task, self.transport.name, command, delivery, verdict,
+            reply=command or "", run_id=self.config.run_id,
+            reply_id=f"mcp-{session.key.label}-{session.uid}-{suffix}",
+            config=ConfigInfo(provider="mcp", model=session.client), contract="native",
+            extra_versions=self._versions, error=error,
+        )
+
+    async def _failed_call(self, session: Session, command: str, what: str) -> Record:
+        """Record a call the harness failed, then end its sandbox: its state is unknown, the next call starts fresh."""
+        session.calls += 1
+        verdict = Verdict.failed(HARNESS, what)
+        nothing = Delivery(received=None, execution=None)
+        record = self._record(session, command, nothing, verdict, f"{session.calls}", error=f"{HARNESS}: {what}")
+        record = record.model_copy(update={"damaged": False})  # nothing was delivered, so nothing was damaged
+        self._note(session, f"harness error ({what}); its sandbox is ended")
+        await self._write(record)
+        session.last_record = record
+        await self._end(session, HARNESS_END, failure=what)
+        return record
+
+    async def _end(self, session: Session, reason: str, failure: str | None = None) -> Record | None:
+        """Judge, delete and record the sandbox; None when the session had none. Never raises.
+
+        ``failure``: the harness already failed in this sandbox; it is not judged again (that could
+        block or fail the same way) and the end record says so."""
         box, session.sandbox = session.sandbox, None
         if box is None:
             return None
+        problems = [failure] if failure else []
+        verdict: Verdict | None = None
+        if failure is None:
+            try:
+                verdict = await session.worker().call("the final verdict", self.config.host_grace_s, validate,
+                                                      session.task, box.workdir)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"the final verdict: {one_line(e)}")
         try:
-            verdict = await anyio.to_thread.run_sync(validate, session.task, box.workdir)
-            session.ends += 1
-            suffix = SESSION_END if session.ends == 1 else f"{SESSION_END}-{session.ends}"
-            record = build_record(
-                session.task, self.transport.name, None, Delivery(received=None, execution=None), verdict,
-                reply="", run_id=self.config.run_id,
-                reply_id=f"mcp-{session.key.label}-{session.uid}-{suffix}",
-                config=ConfigInfo(provider="mcp", model=session.client), contract="native",
-                extra_versions=self._versions, error=f"{SESSION_END}: {reason}",
-            )
-            await self._write(record)
-            return record
-        finally:
-            await anyio.to_thread.run_sync(box.close)
+            await session.worker().call("the cleanup", CLOSE_BOUND_S, box.close)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"the cleanup: {one_line(e)}")
+            self._note(session, f"its sandbox {box.root} could not be removed ({one_line(e)})")
+        if verdict is None:
+            verdict = Verdict.failed(HARNESS, f"not judged: {problems[0]}")
+        session.ends += 1
+        suffix = SESSION_END if session.ends == 1 else f"{SESSION_END}-{session.ends}"
+        error = f"{SESSION_END}: {reason}" + (f" ({HARNESS}: {'; '.join(problems)})" if problems else "")
+        try:
+            record = self._record(session, None, Delivery(received=None, execution=None), verdict, suffix,
+                                  error=error)
+        except Exception as e:  # noqa: BLE001 - e.g. a record field that does not validate
+            self._note(session, f"its end ({reason}) could not be recorded: {one_line(e)}")
+            return None
+        await self._write(record)
+        return record
 
     async def _write(self, record: Record) -> None:
-        """Durable (fsynced) before the tool answers, so a killed server loses no answered call."""
-        if self.writer is not None:
+        """Durable (fsynced) before the tool answers, so a killed server loses no answered call.
+
+        A failing write (a full disk) is said on stderr; it does not take the session or the server down."""
+        if self.writer is None:
+            return
+        try:
             await anyio.to_thread.run_sync(self.writer.write, record)
+        except Exception as e:  # noqa: BLE001
+            print(f"quotebench serve: cannot append {record.reply_id} to {self.config.record}: {one_line(e)}",
+                  file=sys.stderr)
+
+    def _note(self, session: Session, text: str) -> None:
+        print(f"quotebench serve: session {session.key.label}-{session.uid}: {text}", file=sys.stderr)
 
     # -- ends ------------------------------------------------------------------
 
     async def close(self, key: SessionKey, reason: str) -> Record | None:
-        """End a session: waits for its running call, then judges and records its final state."""
+        """End a session: waits for its running call, then judges and records its final state. Never raises."""
         session = self.sessions.pop(key.id, None)
         if session is None:
             return None
         with anyio.CancelScope(shield=True):
-            async with session.lock:
-                if session.closed:
-                    return None
-                session.closed = True
-                return await self._end(session, reason)
+            try:
+                async with session.lock:
+                    if session.closed:
+                        return None
+                    session.closed = True
+                    try:
+                        return await self._end(session, reason)
+                    finally:
+                        session.retire_worker()
+            except Exception as e:  # noqa: BLE001 - a connection's teardown or the sweeper must never die of it
+                self._note(session, f"could not be ended ({reason}): {one_line(e)}")
+                return None
 
     async def sweep(self) -> None:
-        """Close sessions idle for longer than the limit (a busy one is never idle)."""
+        """Close sessions idle for longer than the limit (a busy one is never idle). Never raises."""
         limit = self.config.idle_timeout_s
         now = time.monotonic()
         for session in list(self.sessions.values()):
@@ -314,12 +336,15 @@ class SessionManager:
                 await self.close(session.key, "idle")
 
     async def close_all(self, reason: str = "shutdown") -> None:
-        """End every session; from now on no request gets one (so none is left unrecorded)."""
+        """End every session, all at once; from now on no request gets one (so none is left unrecorded)."""
         self.closing = True
         with anyio.CancelScope(shield=True):
-            for session in list(self.sessions.values()):
-                await self.close(session.key, reason)
+            async with anyio.create_task_group() as tg:
+                for session in list(self.sessions.values()):
+                    tg.start_soon(self.close, session.key, reason)
 
     def close_writer(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.lock is not None:
+            self.lock.release()

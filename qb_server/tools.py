@@ -20,9 +20,7 @@ from pydantic import Field
 
 from tasks.load import UnknownTaskError, get_task
 from transports.record import Record
-from transports.sandbox import SandboxError
-
-from .sessions import SessionKey, client_name
+from .sessions import HARNESS, SessionKey, client_name
 
 if TYPE_CHECKING:
     from .app import QBServer
@@ -33,8 +31,16 @@ TASK_URI = "quotebench://task"
 RECORD_META = "quotebench/record"
 
 
+HARNESS_TEXT = ("the tool server could not complete this call; this session's files were discarded "
+                "and the next call starts afresh")
+
+
 def render(record: Record) -> tuple[str, dict[str, Any], bool]:
     """The text the model reads, the same as structured content, and whether it is an error."""
+    if record.error is not None and record.error.startswith(f"{HARNESS}:"):
+        # what failed is in the record and on stderr; the model learns only that the call did not complete
+        return f"error: {HARNESS_TEXT}", {"stdout": "", "stderr": "", "exit_code": None, "timed_out": False,
+                                          "error": HARNESS_TEXT}, True
     if record.transport_error is not None:
         # what a real pipeline would say, without naming the measured transport to the model
         error = record.transport_error.removeprefix(f"{record.transport}: ")
@@ -84,13 +90,12 @@ def make_mcp(app: "QBServer") -> MCPServer:
 
     async def shell(command: Annotated[str, Field(description=COMMAND_DESCRIPTION)], ctx: Context) -> CallToolResult:
         k = await key(ctx)
-        await sessions.sweep()
+        if app.serving == "inproc":
+            await sessions.sweep()  # served over stdio or HTTP, the sweeper task does this off the request path
         try:
             async with sessions.use(k) as s:
                 s.client = client_name(ctx.request_context)
-                record = await sessions.run(s, command)
-        except SandboxError as e:
-            raise ToolError(f"the sandbox could not run the command: {e}") from None
+                record = await sessions.run(s, command)  # a harness failure comes back as its record
         finally:
             if k.kind == "anonymous":
                 await sessions.close(k, "one-call")

@@ -102,8 +102,11 @@ class HttpServer:
 def http_servers(tmp_path: Path) -> Iterator[list[HttpServer]]:
     started: list[HttpServer] = []
     yield started
-    for s in started:
-        s.stop(signal.SIGKILL)
+    for s in started:  # a server a failed test left running ends its sessions (and unmounts) before it goes
+        try:
+            s.stop(signal.SIGTERM)
+        except subprocess.TimeoutExpired:
+            s.stop(signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- surface
@@ -419,18 +422,87 @@ async def test_bearer_token_is_required_when_given(tmp_path: Path, http_servers:
         assert r.structured_content["stdout"] == "ok\n"
 
 
-async def test_sigkill_loses_no_recorded_call(tmp_path: Path, http_servers: list[HttpServer]) -> None:
+async def test_sigkill_loses_no_recorded_call_and_the_next_start_notes_unfinished_sessions(
+        tmp_path: Path, http_servers: list[HttpServer]) -> None:
     record = tmp_path / "r.jsonl"
-    server = HttpServer(tmp_path, "--record", str(record))
+    server = HttpServer(tmp_path, "--record", str(record), "--control")
     http_servers.append(server)
     n = 12
     async with Client(server.url) as client:
         for i in range(n):
             r = await client.call_tool("bash", {"command": f"echo {i} >> log.txt"}, meta=_meta("k"))
             assert not r.is_error
+        await client.call_tool("bash", {"command": "true"}, meta=_meta("done"))
+        await client.call_tool("qb_end_session", {}, meta=_meta("done"))
+        await client.call_tool("bash", {"command": "true"}, meta=_meta("reset"))
+        await client.call_tool("qb_reset", {}, meta=_meta("reset"))
+        await client.call_tool("bash", {"command": "true"}, meta=_meta("reset"))
         assert server.stop(signal.SIGKILL) == -signal.SIGKILL
-    calls = _lines(record)  # every line parses; nothing torn, nothing missing, no end (it was killed)
-    uid = calls[0]["reply_id"].split("-")[3]
+    calls = [c for c in _lines(record) if c["reply_id"].startswith("mcp-meta-k-")]
+    uid = calls[0]["reply_id"].split("-")[3]  # every line parses; nothing torn, nothing missing
     assert re.fullmatch(r"[0-9a-f]{8}", uid)
     assert [c["reply_id"] for c in calls] == [f"mcp-meta-k-{uid}-{i + 1}" for i in range(n)]
     assert [c["command"] for c in calls] == [f"echo {i} >> log.txt" for i in range(n)]
+    assert [e["error"] for e in _ends(record)] == ["session-end: ended by client", "session-end: reset"]
+
+    # the next start on the same file notes, once, each session with calls after its last end
+    again = HttpServer(tmp_path, "--record", str(record))
+    http_servers.append(again)
+    unfinished = "session-end: unfinished: the server stopped without ending it"
+    noted = [e for e in _ends(record) if e["error"] == unfinished]
+    assert sorted(e["reply_id"] for e in noted) == [  # the reset session's second end
+        f"mcp-meta-k-{uid}-session-end", f"mcp-meta-reset-{_uid(record, 'reset')}-session-end-2"]
+    k_end = next(e for e in noted if e["reply_id"].startswith("mcp-meta-k-"))
+    assert k_end["reply_id"] == f"mcp-meta-k-{uid}-session-end" and k_end["run_id"] == calls[0]["run_id"]
+    assert (k_end["command"], k_end["received"], k_end["verdict"]["passed"]) == (None, None, False)
+    assert any("2 session(s) in" in line and "never ended" in line for line in again.stderr)
+    async with Client(again.url) as client:  # its first sandbox also sweeps the killed server's leftovers
+        r = await client.call_tool("bash", {"command": "echo fine"}, meta=_meta("live"))
+        assert r.structured_content["stdout"] == "fine\n"
+        # a server starting while this one serves must not take its open session for an unfinished one
+        third = HttpServer(tmp_path, "--record", str(record))
+        http_servers.append(third)
+        assert third.stop() == 0
+    assert again.stop() == 0
+    last = HttpServer(tmp_path, "--record", str(record))
+    http_servers.append(last)
+    assert last.stop() == 0
+    assert [e["error"] for e in _ends(record)].count(unfinished) == 2  # noted once, never again
+    assert [e["error"] for e in _ends(record) if e["reply_id"].startswith("mcp-meta-live-")] == [
+        "session-end: shutdown"]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def _uid(record: Path, label: str) -> str:
+    return next(c["reply_id"].split("-")[3] for c in _lines(record) if c["reply_id"].startswith(f"mcp-meta-{label}-"))
+
+
+async def test_a_shutdown_is_recorded_as_a_shutdown(tmp_path: Path, http_servers: list[HttpServer]) -> None:
+    """SIGTERM while a legacy client is still connected: its session ends by shutdown, not by disconnect."""
+    record = tmp_path / "r.jsonl"
+    server = HttpServer(tmp_path, "--record", str(record))
+    http_servers.append(server)
+    with anyio.fail_after(60):
+        async with Client(server.url, mode="legacy") as client:
+            await client.call_tool("bash", {"command": WRITE})
+            await client.call_tool("bash", {"command": WRITE}, meta=_meta("m"))
+            assert await anyio.to_thread.run_sync(server.stop) == 0
+    assert sorted(e["error"] for e in _ends(record)) == ["session-end: shutdown"] * 2
+
+
+def test_record_needs_an_existing_directory(tmp_path: Path) -> None:
+    """The output-file rule: nothing is created on the way to --record; a FIFO is refused, never opened."""
+    missing = tmp_path / "no" / "such" / "r.jsonl"
+    with pytest.raises(ValueError) as info:
+        serve(record=str(missing))
+    assert str(info.value) == f"--record {missing}: the directory {missing.parent} does not exist (create it first)"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="is not a regular file"):
+        serve(record=str(fifo))
+    for path in (str(missing), "/qb-no-such-dir-c1/r.jsonl"):
+        proc = subprocess.run([sys.executable, "-m", "qb_server", "--record", path], env=_env(tmp_path),
+                              cwd=str(ROOT), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and "does not exist (create it first)" in proc.stderr
+    assert not (tmp_path / "no").exists() and not Path("/qb-no-such-dir-c1").exists()
