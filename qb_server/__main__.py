@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http address (needs --token)")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN (default: $QB_SERVE_TOKEN)")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S, help="end sessions idle this long (s)")
+    p.add_argument("--allow-no-isolation", action="store_true",
+                   help="serve even where no sandbox isolation (bubblewrap) is available")
     p.add_argument("--timeout", type=float, default=None,
                    help="wall-clock limit of one command in seconds (default 10, the sandbox's)")
     return p
@@ -32,7 +34,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from transports.sandbox import isolation_refusal
+
     from .app import serve
+
+    if not args.allow_no_isolation and (why := isolation_refusal("serve")):
+        print(f"quotebench serve: {why}", file=sys.stderr)  # the same refusal as `quotebench serve`
+        return 2
 
     try:
         serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,

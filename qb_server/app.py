@@ -128,8 +128,9 @@ def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = N
     """Serve until stopped: stdio by default, streamable HTTP on ``http="HOST:PORT"`` (path ``/mcp``).
 
     HTTP listens on loopback only, unless ``allow_remote`` and a bearer ``token`` are both given;
-    with a token every request must carry ``Authorization: Bearer <token>``. Every option is checked
-    (``ValueError`` with a one-line message) before anything is served.
+    with a token every request must carry ``Authorization: Bearer <token>``. ``timeout``: one command's
+    wall-clock limit in seconds (default: the sandbox's, 10). Every option is checked (``ValueError`` with a
+    one-line message) before anything is served.
     """
     from .http import check_bind, serve_http
 

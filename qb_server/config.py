@@ -113,5 +113,5 @@ def check_timeout(seconds: float) -> float:
 
 def check_idle(seconds: float) -> float:
     if not seconds > 0:
-        raise ValueError(f"idle timeout must be a positive number of seconds, not {seconds}")
+        raise ValueError(f"--idle-timeout must be a positive number of seconds, not {seconds}")
     return float(seconds)

@@ -506,3 +506,14 @@ def test_record_needs_an_existing_directory(tmp_path: Path) -> None:
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.count("\n") == 1 and "does not exist (create it first)" in proc.stderr
     assert not (tmp_path / "no").exists() and not Path("/qb-no-such-dir-c1").exists()
+
+
+def test_python_m_qb_server_refuses_to_serve_without_isolation(tmp_path: Path) -> None:
+    env = {**_env(tmp_path), "QB_NO_BWRAP": "1"}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "qb_server", *a], env=env, cwd=str(ROOT),  # noqa: E731
+                                    capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    proc = run()
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("quotebench serve: serve refuses to run without isolation: QB_NO_BWRAP is set")
+    proc = run("--allow-no-isolation", "--transport", "bogus")  # opted out: on to the next check
+    assert proc.returncode == 2 and "unknown transport 'bogus'" in proc.stderr
