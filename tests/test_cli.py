@@ -96,8 +96,13 @@ def test_tasks_check_json_for_a_family() -> None:
 
 def test_transports_list() -> None:
     rows = json.loads(qb("transports", "list", "--json").stdout)
-    assert [r["name"] for r in rows] == ["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
-                                         "json-correct", "ssh"]
+    names = [r["name"] for r in rows]
+    assert names[:9] == ["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct",
+                         "ssh", "ssh-safe"]  # the paper's transports first, then the deployment paths
+    assert {"docker-sh", "docker-sh-safe", "shlex-sh", "shlex-sh-safe", "ssh@zsh", "ssh-safe@zsh"} <= set(names)
+    for r in rows:
+        assert set(r) >= {"name", "boundary", "source", "component", "shell"}
+        assert ("fixes" in r) == ("-safe" in r["name"])
 
 
 def test_bench_reports_ratios_to_bare_bash() -> None:

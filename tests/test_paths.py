@@ -42,10 +42,11 @@ def test_every_path_has_its_metadata_and_a_safe_twin() -> None:
     assert PATH_ROWS, "no deployment path is registered"
     for r in PATH_ROWS:
         assert r["boundary"] and r["source"] and r["component"] and r["shell"], r
+        base, at, shell = r["name"].partition("@")
         if r.get("fixes"):
-            assert r["fixes"] in names and r["name"] == f"{r['fixes']}-safe"
+            assert r["fixes"] in names and r["name"] == f"{r['fixes'].partition('@')[0]}-safe{at}{shell}"
         else:
-            assert f"{r['name']}-safe" in names, f"{r['name']} has no -safe fix"
+            assert f"{base}-safe{at}{shell}" in names, f"{r['name']} has no -safe fix"
 
 
 @pytest.mark.parametrize("safe", SAFE)

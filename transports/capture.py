@@ -36,7 +36,8 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 from pathlib import Path
 
 import anyio
@@ -46,6 +47,7 @@ from .channel import Capture, ReceivedChannel
 from .sandbox import SYSTEM_PATH, Sandbox
 from .shells import DEFAULT, SH, SHELLS, Shell
 
+T = TypeVar("T")
 CHANNEL_FD = 9
 CHANNEL_ENV = "QB_CHANNEL"
 
@@ -53,16 +55,23 @@ FINAL_ENV = "QB_FINAL_SHELL"
 
 SHIM = """#!/bin/bash -p
 # quotebench capture shim (transports/capture.py): announce, wait for the host, then be {name}
-{{ printf shim >&{fd} && read -r _ <&{fd}; }} 2>/dev/null
-exec {fd}>&-
-exec -a {name} {path} "$@"
+{announce}exec -a {name} {path} "$@"
 """
 
-ENTER = f"""hash -p "${{BASH_ENV%/*}}/${{{FINAL_ENV}:-bash}}" "${{{FINAL_ENV}:-bash}}"
-if [ "${{{CHANNEL_ENV}:-{CHANNEL_FD}}}" != {CHANNEL_FD} ]; then eval "exec {CHANNEL_FD}>&${CHANNEL_ENV} ${CHANNEL_ENV}>&-"; fi
-printf outer >&{CHANNEL_FD} 2>/dev/null
-unset {CHANNEL_ENV} {FINAL_ENV} BASH_ENV
-"""
+def enter_script(hash_line: str) -> str:
+    """A ``BASH_ENV`` file for an outer shell: route one command word through ``hash_line``, move the
+    channel to fd 9, announce the outer shell on it, and leave no variable of ours behind."""
+    return (f"{hash_line}\n"
+            f'if [ "${{{CHANNEL_ENV}:-{CHANNEL_FD}}}" != {CHANNEL_FD} ]; then '
+            f'eval "exec {CHANNEL_FD}>&${CHANNEL_ENV} ${CHANNEL_ENV}>&-"; fi\n'
+            f"printf outer >&{CHANNEL_FD} 2>/dev/null\n"
+            f"unset {CHANNEL_ENV} {FINAL_ENV} BASH_ENV\n")
+
+
+ANNOUNCE = f"{{ printf shim >&{CHANNEL_FD} && read -r _ <&{CHANNEL_FD}; }} 2>/dev/null\nexec {CHANNEL_FD}>&-\n"
+"""What a program the outer shell starts says on the channel before it becomes itself (sh and bash alike)."""
+
+ENTER = enter_script(f'hash -p "${{BASH_ENV%/*}}/${{{FINAL_ENV}:-bash}}" "${{{FINAL_ENV}:-bash}}"')
 
 _shim_dir: Path | None = None
 
@@ -74,7 +83,7 @@ def shim_dir() -> Path:
         d = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
         for shell in (*SHELLS.values(), SH):
             real = shutil.which(shell.program, path=SYSTEM_PATH) or f"/bin/{shell.program}"
-            (d / shell.program).write_text(SHIM.format(name=shell.program, path=real, fd=CHANNEL_FD))
+            (d / shell.program).write_text(SHIM.format(name=shell.program, path=real, announce=ANNOUNCE))
             (d / shell.program).chmod(0o755)
         (d / "enter").write_text(ENTER)
         d.chmod(0o755)
@@ -93,21 +102,27 @@ def received_from(argv: list[bytes]) -> str | None:
     return None
 
 
-def judge(capture: Capture) -> tuple[str | None, str | None]:
-    """(received, note) by the rule in the module docstring."""
+def judge_argv(capture: Capture) -> tuple[list[bytes] | None, str | None]:
+    """(the boundary program's argument vector, note) by the rule in the module docstring."""
     notes = list(capture.ignored)
-    received: str | None = None
+    argv: list[bytes] | None = None
     if capture.boundary:
-        received = received_from(capture.boundary[0])
+        argv = capture.boundary[0]
         if len(capture.boundary) > 1:
             notes.append(f"{len(capture.boundary)} shells claimed the outer shell's pid; received is the first")
     elif capture.forked:
-        received = received_from(capture.forked[0])
+        argv = capture.forked[0]
         if len(capture.forked) > 1:
             notes.append(f"the outer parse started {len(capture.forked)} shells; received is the first one's program")
         else:
             notes.append("the outer shell forked the inner shell (the paste split R into several commands)")
-    return received, ("; ".join(notes) or None)
+    return argv, ("; ".join(notes) or None)
+
+
+def judge(capture: Capture) -> tuple[str | None, str | None]:
+    """(received, note) by the rule in the module docstring."""
+    argv, note = judge_argv(capture)
+    return (received_from(argv) if argv is not None else None), note
 
 
 async def run_captured(sandbox: Sandbox, argv: list[str], final: Shell = DEFAULT) -> Delivery:
@@ -116,17 +131,24 @@ async def run_captured(sandbox: Sandbox, argv: list[str], final: Shell = DEFAULT
     shim = shim_dir()
     inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: the same text on every run
     with ReceivedChannel(f"{inside}/{final.program}") as channel:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(channel.serve)
-            delivery = await run_program(
-                sandbox, argv, received=None,
-                env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: final.program},
-                binds=((shim, inside),), pass_fds=(channel.fd,),
-            )
-            tg.cancel_scope.cancel()
-        channel.drain()
+        delivery = await with_channel(channel, lambda: run_program(
+            sandbox, argv, received=None,
+            env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: final.program},
+            binds=((shim, inside),), pass_fds=(channel.fd,),
+        ))
         delivery.received, delivery.received_note = judge(channel.capture)
     return delivery
+
+
+async def with_channel(channel: ReceivedChannel, run: Callable[[], Awaitable[T]]) -> T:
+    """Await ``run()`` while the channel is answered, then take what is still waiting."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(channel.serve)
+        try:
+            return await run()
+        finally:
+            tg.cancel_scope.cancel()
+            channel.drain()
 
 
 class InnerShell:

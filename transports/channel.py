@@ -104,12 +104,16 @@ def _ppid(pid: int) -> int | None:
 class ReceivedChannel:
     """One run's channel; see the module docstring. Use as a context manager around the run.
 
-    ``fd`` is the end to pass to the child (``pass_fds``); ``shim`` is the shim's path as
-    the command sees it, which the command line of a genuine shim must name.
+    ``fd`` is the end to pass to the child (``pass_fds``). A genuine announcer runs one of
+    the interpreters ``exe`` (by the basename of ``/proc/PID/exe``) and its command line,
+    after the interpreter's own name, starts with ``expect`` (the capture shim: ``-p SHIM``;
+    the ssh transport's client wrapper: ``WRAPPER``); what follows is its argument vector.
     """
 
-    def __init__(self, shim: str) -> None:
-        self.shim = shim.encode()
+    def __init__(self, shim: str, *, expect: tuple[str, ...] | None = None,
+                 exe: frozenset[str] = frozenset({"bash"})) -> None:
+        self.expect = tuple(e.encode() for e in (expect if expect is not None else ("-p", shim)))
+        self.exe = exe
         self._host, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self._host.setblocking(False)
@@ -201,8 +205,8 @@ class ReceivedChannel:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             return None, "the process was gone"
-        if os.path.basename(exe) != "bash":
-            return None, f"it runs {exe}, not bash"
+        if os.path.basename(exe) not in self.exe:
+            return None, f"it runs {exe}, not {' or '.join(sorted(self.exe))}"
         cmdline = _read_proc(pid, "cmdline", MAX_CMDLINE)
         if cmdline is None:
             return None, "its command line could not be read"
@@ -211,10 +215,11 @@ class ReceivedChannel:
         parts = cmdline.split(b"\0")
         if parts and parts[-1] == b"":
             parts.pop()
-        if len(parts) < 3 or parts[1] != b"-p" or parts[2] != self.shim:
+        k = len(self.expect)
+        if len(parts) < k + 1 or tuple(parts[1:k + 1]) != self.expect:
             return None, "it is not the capture shim"
         environ = _read_proc(pid, "environ", MAX_CMDLINE) or b""
         for var in environ.split(b"\0"):
             if var.startswith(PRELOAD_VARS):
                 return None, f"it was started with {var.split(b'=')[0].decode()} set"
-        return parts[3:], ""
+        return parts[k + 1:], ""

@@ -29,10 +29,10 @@ class UnknownTransportError(ValueError):
     """A transport name that is not registered, or a composition that cannot be built."""
 
 
-def _ssh() -> Transport:
+def _ssh(safe: bool = False) -> Transport:
     from .ssh import Ssh  # imported lazily: asyncssh is only needed when ssh is used
 
-    return Ssh()
+    return Ssh(safe=safe)
 
 
 TERMINAL: dict[str, Callable[[], Transport]] = {
@@ -42,6 +42,7 @@ TERMINAL: dict[str, Callable[[], Transport]] = {
     "escaped": lambda: Escaped,
     "tempscript": Tempscript,
     "ssh": _ssh,
+    "ssh-safe": lambda: _ssh(True),
     **PATHS,
 }
 MIDDLEWARE: dict[str, Callable[[Transport | None], Transport]] = {
@@ -50,7 +51,10 @@ MIDDLEWARE: dict[str, Callable[[Transport | None], Transport]] = {
 }
 LAB: tuple[str, ...] = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
 """The paper's transports; the deployment paths (:mod:`transports.paths`) follow them in ORDER."""
-ORDER: tuple[str, ...] = LAB + tuple(PATHS)
+ORDER: tuple[str, ...] = LAB + ("ssh-safe",) + tuple(PATHS)
+LISTED: tuple[str, ...] = ORDER + ("ssh@zsh", "ssh-safe@zsh")
+"""What the catalogue lists: every registered name, and the named routes that are a transport on a final
+shell (``ssh@zsh``: ssh to a host whose login shell is zsh, the macOS default)."""
 
 
 def known() -> list[str]:
@@ -96,7 +100,10 @@ def get(name: str) -> Transport:
     base, shell = _split_shell(parts[-1], normal)
     transport: Transport = TERMINAL[base]() if base in TERMINAL else MIDDLEWARE[base](None)
     if shell is not None:
-        transport = transport.on(get_shell(shell))  # type: ignore[attr-defined]
+        try:
+            transport = transport.on(get_shell(shell))  # type: ignore[attr-defined]
+        except ValueError as e:
+            raise UnknownTransportError(str(e)) from None
     for p in reversed(parts[:-1]):
         transport = MIDDLEWARE[p](transport)
     transport.name = normal  # type: ignore[misc]
@@ -130,7 +137,7 @@ def catalogue() -> list[dict[str, str | None]]:
     """Every registered transport: name, boundary, source, component, final shell, and what a fix fixes.
     ``quotebench transports list`` prints this; the README's deployment-paths table is this table."""
     rows: list[dict[str, str | None]] = []
-    for name in ORDER:
+    for name in LISTED:
         try:
             t = get(name)
         except Exception as e:  # noqa: BLE001 - a path whose component is missing is still listed

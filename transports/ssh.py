@@ -91,16 +91,19 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 from dataclasses import replace
-from pathlib import Path
 
 import anyio
 
 from .base import Delivery, check_command
+from .capture import CHANNEL_ENV, judge_argv, with_channel
+from .channel import ReceivedChannel
 from .sandbox import ArgumentTooLong, Execution, Sandbox, Stream
+from .shells import DEFAULT, Shell
 from .ssh_client import UsageError, exec_request
 from .ssh_endpoint import (
-    ARGV_ENV, CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, _openssh, close_endpoint, configure,
+    CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, _openssh, close_endpoint, configure,
     configured, endpoint, parse_target, shutdown,
 )
 from .ssh_server import TOKEN_ENV, Session
@@ -111,8 +114,11 @@ __all__ = ["CLIENT_ENV", "HOST_ALIAS", "Remote", "Ssh", "SshSetupError", "close_
 # -- the transport ---------------------------------------------------------------------
 
 
-def outer_program(command: str) -> str:
-    """The local shell's program: ``ssh <target> "R"``, R pasted unescaped (the spec's text)."""
+def outer_program(command: str, safe: bool = False) -> str:
+    """The local shell's program: ``ssh <target> "R"``, R pasted unescaped (the spec's text); with
+    ``safe``, ``ssh <target> <shlex.quote(R)>``: one word that OpenSSH sends as the request, unchanged."""
+    if safe:
+        return "ssh " + HOST_ALIAS + " " + shlex.quote(command)
     return "ssh " + HOST_ALIAS + ' "' + command + '"'
 
 
@@ -146,15 +152,31 @@ class Ssh:
     when installed).
     """
 
-    name = "ssh"
-    boundary = 'pasted unescaped into ssh <target> "R" (double-quote boundary, then the client joins the words)'
+    source = ("OpenSSH ssh(1): the words after the destination are joined with spaces and run by the "
+              "remote user's login shell (zsh on macOS since 10.15, per Apple's support note)")
+    component = "OpenSSH client (local bash's parse) + embedded asyncssh server, then the final shell"
 
     def __init__(self, target: str | None = None, key: str | None = None,
-                 client: ClientKind | None = None) -> None:
+                 client: ClientKind | None = None, shell: Shell = DEFAULT, safe: bool = False) -> None:
         self.remote: Remote | None = parse_target(target, key) if target is not None else configured()
         if client is not None and client not in ("openssh", "asyncssh"):
             raise ValueError(f"unknown ssh client '{client}' (openssh or asyncssh)")
+        if shell is not DEFAULT and self.remote is not None:
+            raise ValueError(f"ssh@{shell.name}: with --ssh-target the remote shell is that host's login shell; "
+                             "a final shell can only be named for the embedded server")
         self.client = client
+        self.shell = shell
+        self.safe = safe
+        self.name = ("ssh-safe" if safe else "ssh") + ("" if shell is DEFAULT else f"@{shell.name}")
+        self.fixes = self.name.replace("ssh-safe", "ssh") if safe else None
+        self.boundary = ("quoted with shlex.quote into ssh <target> 'R': OpenSSH sends R as the request "
+                         "(the fix: no damage expected)" if safe else
+                         'pasted unescaped into ssh <target> "R" (double-quote boundary, then the client joins the words)')
+
+    def on(self, shell: Shell) -> "Ssh":
+        """The same transport whose remote side runs ``shell`` (``ssh@zsh``: a macOS-like login shell)."""
+        return Ssh(client=self.client, shell=shell, safe=self.safe) if self.remote is None else \
+            Ssh(None, None, self.client, shell, self.safe)
 
     def client_kind(self) -> ClientKind:
         if self.client is not None:
@@ -175,42 +197,41 @@ class Ssh:
         except Exception as e:  # noqa: BLE001 - a broken path is a transport error, never a crash
             return Delivery(received=None, execution=None,
                             transport_error=f"ssh: cannot set up the endpoint: {type(e).__name__}: {e}")
-        env = {"BASH_ENV": str(ep.enter[kind])}
         server = ep.server
         token: str | None = None
-        capture: Path | None = None
         session: Session | None = None
         if server is not None:
-            token = server.open(sandbox)
-            env[TOKEN_ENV] = token
-        else:
-            capture = sandbox.scratch("ssh-argv")
-            env[ARGV_ENV] = sandbox.inside(capture)
-        try:
-            local = await _local_side(sandbox).run(
-                ["bash", "-c", outer_program(command)], env=env,
-                binds=ep.binds(kind, sandbox), network=ep.network(kind),
-            )
-        except ArgumentTooLong as e:
-            return Delivery(received=None, execution=None, transport_error=str(e))
-        finally:
-            if server is not None and token is not None:
-                with anyio.CancelScope(shield=True):
-                    session = await server.finish(token)
+            token = server.open(sandbox, self.shell)
+        wrapper = str(ep.enter[kind].parent / f"bin-{kind}" / "ssh")
+        # the client wrapper announces itself on the received channel (exe dash, as /bin/sh); a real
+        # sshd's request is computed from the argv the kernel holds for it, never from a file
+        with ReceivedChannel(wrapper, expect=(wrapper,), exe=frozenset({"dash", "sh", "bash", "busybox"})) as channel:
+            env = {"BASH_ENV": str(ep.enter[kind]), CHANNEL_ENV: str(channel.fd)}
+            if token is not None:
+                env[TOKEN_ENV] = token
+            try:
+                local = await with_channel(channel, lambda: _local_side(sandbox).run(
+                    ["bash", "-c", outer_program(command, self.safe)], env=env,
+                    binds=ep.binds(kind, sandbox), network=ep.network(kind), pass_fds=(channel.fd,),
+                ))
+            except ArgumentTooLong as e:
+                return Delivery(received=None, execution=None, transport_error=str(e))
+            finally:
+                if server is not None and token is not None:
+                    with anyio.CancelScope(shield=True):
+                        session = await server.finish(token)
+            argv, note = judge_argv(channel.capture)
         if session is not None:
-            received = session.requests[0] if session.requests else None
-        else:
-            received = _received_from_argv(capture)
-        return Delivery(received=received, execution=_merge(local, session))
+            return Delivery(received=session.requests[0] if session.requests else None,
+                            execution=_merge(local, session))
+        return Delivery(received=_request_from(argv), execution=_merge(local, session), received_note=note)
 
 
-def _received_from_argv(capture: Path | None) -> str | None:
-    """What the client sent, from the argument vector the wrapper recorded (real sshd mode)."""
-    if capture is None or not capture.exists():
+def _request_from(argv: list[bytes] | None) -> str | None:
+    """What OpenSSH sends for the client's argument vector (real sshd mode)."""
+    if argv is None:
         return None
-    raw = capture.read_bytes()
-    capture.unlink(missing_ok=True)
-    args = [a.decode("utf-8", errors="surrogateescape") for a in raw.split(b"\0")[:-1]]
+    args = [a.decode("utf-8", errors="surrogateescape") for a in argv]
     try:
         return exec_request(args)
     except UsageError:

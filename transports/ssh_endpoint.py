@@ -35,6 +35,7 @@ from typing import Literal
 import anyio
 
 from . import ssh_master
+from .capture import ANNOUNCE, enter_script
 from .sandbox import SYSTEM_PATH, Sandbox
 from .ssh_target import Remote, configure, configured, parse_target  # noqa: F401 - re-exported (transports.ssh)
 from .ssh_server import TOKEN_ENV, EmbeddedServer
@@ -95,18 +96,12 @@ def _python_dirs(modules: tuple[str, ...] = FALLBACK_MODULES) -> tuple[Path, ...
 
 
 WRAPPER = """#!/bin/sh
-# quotebench ssh transport: see transports/ssh.py
-if [ -n "${{{argv_env}:-}}" ]; then
-  f=${argv_env}
-  unset {argv_env}
-  [ -e "$f" ] || printf '%s\\0' "$@" > "$f"
-fi
-{exec_line}
+# quotebench ssh transport: see transports/ssh.py. The host reads this process's arguments from /proc
+# (the ssh client's argv, from which received is computed for a real sshd), then lets it go on.
+{announce}{exec_line}
 """
-
-ENTER = """PATH={bin}:{path}
-unset BASH_ENV
-"""
+# the outer shell finds `ssh` through its hash table: $PATH stays what it is on every transport
+ENTER = "hash -p {bin}/ssh ssh"
 
 
 class Endpoint:
@@ -184,10 +179,10 @@ class Endpoint:
                 continue
             bindir = self.client_dir / f"bin-{kind}"
             bindir.mkdir()
-            (bindir / "ssh").write_text(WRAPPER.format(argv_env=ARGV_ENV, exec_line=exec_line))
+            (bindir / "ssh").write_text(WRAPPER.format(announce=ANNOUNCE, exec_line=exec_line))
             (bindir / "ssh").chmod(0o755)
             self.enter[kind] = self.client_dir / f"enter-{kind}"
-            self.enter[kind].write_text(ENTER.format(bin=shlex.quote(str(bindir)), path=SYSTEM_PATH))
+            self.enter[kind].write_text(enter_script(ENTER.format(bin=shlex.quote(str(bindir)))))
         self._fallback_binds = _python_dirs() + ((self.key_path,) if self.key_path else ())
 
     def _openssh_config(self) -> str:

@@ -82,6 +82,7 @@ import anyio
 import asyncssh
 
 from .sandbox import Execution, Sandbox, SandboxError
+from .shells import DEFAULT, Shell
 
 TOKEN_ENV = "QB_SANDBOX"
 """The session environment variable that names the sandbox of a request."""
@@ -126,6 +127,7 @@ class Session:
     """
 
     sandbox: Sandbox
+    shell: Shell = DEFAULT  # the remote side's shell: what a real sshd's login shell would be
     requests: list[str] = field(default_factory=list)
     executions: list[Execution] = field(default_factory=list)
     shell_requests: int = 0
@@ -229,10 +231,10 @@ class EmbeddedServer:
 
     # -- sandbox registry (called from the delivering loop) --------------------
 
-    def open(self, sandbox: Sandbox) -> str:
-        """Register ``sandbox`` under a fresh unguessable token for one delivery."""
+    def open(self, sandbox: Sandbox, shell: Shell = DEFAULT) -> str:
+        """Register ``sandbox`` under a fresh unguessable token for one delivery, run by ``shell``."""
         token = secrets.token_hex(16)
-        session = Session(sandbox)
+        session = Session(sandbox, shell)
         session.idle.set()
         with self._lock:
             self._sessions[token] = session
@@ -316,11 +318,11 @@ class EmbeddedServer:
                    release: Callable[[], None]) -> None:
         command = process.command
         if command is None:  # a shell request: sshd would start a shell reading stdin, which is empty
-            argv = ["bash"]
+            argv = session.shell.argv()
             session.shell_requests += 1
         else:
             session.requests.append(command)
-            argv = ["bash", "-c", command]
+            argv = session.shell.argv("-c", command)
         execution: Execution | None = None
         error: str | None = None
         with anyio.CancelScope() as scope:
