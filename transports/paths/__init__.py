@@ -42,10 +42,20 @@ def _shlex_sh(safe: bool) -> Callable[[], Transport]:
     return make
 
 
+def _shell_quote_eval(safe: bool) -> Callable[[], Transport]:
+    def make() -> Transport:
+        from .shell_quote_eval import ShellQuoteEval
+
+        return ShellQuoteEval(safe)
+    return make
+
+
 PATHS: dict[str, Callable[[], Transport]] = {
     "docker-sh": _docker_sh(False),
     "docker-sh-safe": _docker_sh(True),
     "shlex-sh": _shlex_sh(False),
     "shlex-sh-safe": _shlex_sh(True),
+    "shell-quote-eval": _shell_quote_eval(False),
+    "shell-quote-eval-safe": _shell_quote_eval(True),
 }
 """Name -> factory, in the order the catalogue lists them. Modules are imported on first use."""
