@@ -24,9 +24,10 @@ done
 """
 
 
-def capture_program(box: Sandbox) -> str:
-    """Write the capture program into the sandbox; its path as the command sees it."""
-    path = box.meta / "capture"
+def capture_program(box: Sandbox, name: str = "capture") -> str:
+    """Write the capture program into the sandbox as ``name`` (make treats one named ``sh`` as a POSIX
+    shell); its path as the command sees it."""
+    path = box.meta / name
     path.write_text(SCRIPT.format(meta=box.inside(box.meta)))
     path.chmod(0o755)
     return box.inside(path)

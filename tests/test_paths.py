@@ -52,6 +52,8 @@ def test_every_path_has_its_metadata_and_a_safe_twin() -> None:
 @pytest.mark.parametrize("safe", SAFE)
 def test_the_safe_fix_reproduces_raw_on_the_same_shell(safe: str) -> None:
     shell = get(safe).shell.name  # type: ignore[attr-defined]
+    # a route that reports the final shell's status its own way (make: 2 for any failure) says how
+    route_exit = getattr(get(safe), "route_exit_code", lambda code: code)
     base_name = "raw" if shell == "bash" else f"raw@{shell}"
     commands = [(t, c) for t in load_suite() for c in (t.solution, t.solution_disclosed)]
     commands += [(TASK, c) for c in HOSTILE]
@@ -60,7 +62,7 @@ def test_the_safe_fix_reproduces_raw_on_the_same_shell(safe: str) -> None:
         assert fixed.transport_error is None, (safe, task.id, command, fixed.transport_error)
         assert fixed.received == command, (safe, task.id, command)
         assert fixed.verdict.passed == base.verdict.passed, (safe, task.id, command)
-        assert fixed.exit_code == base.exit_code, (safe, task.id, command)
+        assert fixed.exit_code == route_exit(base.exit_code), (safe, task.id, command)
 
 
 def real_host_parse(outer: str) -> str:

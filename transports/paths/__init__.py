@@ -50,6 +50,14 @@ def _shell_quote_eval(safe: bool) -> Callable[[], Transport]:
     return make
 
 
+def _make(safe: bool) -> Callable[[], Transport]:
+    def make() -> Transport:
+        from .make_recipe import MakeRecipe
+
+        return MakeRecipe(safe)
+    return make
+
+
 PATHS: dict[str, Callable[[], Transport]] = {
     "docker-sh": _docker_sh(False),
     "docker-sh-safe": _docker_sh(True),
@@ -57,5 +65,7 @@ PATHS: dict[str, Callable[[], Transport]] = {
     "shlex-sh-safe": _shlex_sh(True),
     "shell-quote-eval": _shell_quote_eval(False),
     "shell-quote-eval-safe": _shell_quote_eval(True),
+    "make": _make(False),
+    "make-safe": _make(True),
 }
 """Name -> factory, in the order the catalogue lists them. Modules are imported on first use."""
