@@ -37,9 +37,10 @@ def effort_list(spec: str) -> list[str]:
         fail(f"--effort '{spec}': an empty rung (write e.g. 'low,medium,high'; 'unset' sends no effort)")
     seen: set[str] = set()
     for e in rungs:
-        if e in seen:
-            fail(f"--effort '{spec}': rung '{e}' is given twice")
-        seen.add(e)
+        sent = e.removeprefix("raw:")  # raw:high sends high: the same rung
+        if sent in seen:
+            fail(f"--effort '{spec}': rung '{sent}' is given twice")
+        seen.add(sent)
     return rungs
 
 
@@ -130,13 +131,17 @@ def print_summary(rows: list[dict], title: str) -> None:
 
 @app.command("replay")
 def replay_cmd(
-    replies: Path = typer.Argument(..., metavar="REPLIES.jsonl", help="Reply store: JSONL with task_id and command or reply."),
+    replies: Path = typer.Argument(..., metavar="REPLIES.jsonl", help="Reply store: JSONL with task_id and command or reply. One reply per reply_id, "
+                                  "or per (config, task_id, contract, draw): an exact repeat is dropped with a note, a "
+                                  "different reply under the same key is refused naming both lines (give each its own "
+                                  "draw). Only an unterminated last line that is not JSON counts as torn (skipped); any "
+                                  "other bad line is refused before anything runs."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
     out_path: Path = typer.Option(..., "--out", help=f"Results JSONL (appended; a rerun completes what is missing). {OUTPUT_RULE}"),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel executions (default: cores)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Fixed-reply replay: every stored reply through every transport."""
+    """Fixed-reply replay: every stored reply through every transport (summary: one row per config)."""
     import time
 
     from transports.store import read_jsonl
@@ -203,7 +208,9 @@ def run_cmd(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another endpoint for the provider."),
     contracts: str = typer.Option("raw,native,disclosed", "--contracts", help="Comma-separated: raw, native, disclosed, disclosed-single."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
-    effort: str = typer.Option("unset", "--effort", help="Effort label sent to the provider ('unset' sends none); a comma-separated ladder runs one config per rung."),
+    effort: str = typer.Option("unset", "--effort", help="Effort sent to the provider: one of the values the installed SDK documents for it (e.g. low, "
+                                "medium, high; a wrong one is refused, listing them); 'raw:VALUE' sends VALUE unchecked; "
+                                "'unset' sends none; a comma-separated ladder runs one config per rung."),
     draws: int = typer.Option(1, "--draws", min=1, help="Replies per (task, contract)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated."),
     params: Optional[str] = typer.Option(None, "--params", help="Extra generation parameters as a JSON object."),

@@ -329,6 +329,7 @@ def test_repeated_transports_and_contracts_are_done_once(tmp_path: Path) -> None
     ("low,,high", "--effort 'low,,high': an empty rung"),
     ("low,", "an empty rung"),
     ("low,high,low", "rung 'low' is given twice"),
+    ("high,raw:high", "rung 'high' is given twice"),  # raw:high sends high
 ])
 def test_bad_effort_ladders_are_one_line_errors(tmp_path: Path, effort: str, expect: str) -> None:
     r = qb("run", "--model", "reference", "--effort", effort, "--out", str(tmp_path / "out"))
@@ -372,3 +373,20 @@ def test_a_server_without_control_is_a_one_line_error(tmp_path: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(20)
+
+
+def test_run_refuses_an_undocumented_effort_and_sends_a_raw_one(fake: FakeServer, tmp_path: Path) -> None:
+    fake.reset()
+    fake.responder = lambda seen: Scripted(200, body_for("anthropic", text="echo hello world > out.txt"))
+    base = ["run", "--model", "anthropic:m", "--base-url", fake.url, "--tasks", "file-write/control",
+            "--contracts", "raw", "--transports", "raw"]
+    r = qb(*base, "--effort", "low,hihg", "--out", str(tmp_path / "bad"), env=llm_env())
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("quotebench: error: --effort 'hihg': anthropic takes low, "
+                                                              "medium, high")
+    assert "'raw:hihg' sends it unchecked" in r.stderr
+    assert fake.seen == [] and not (tmp_path / "bad").exists()
+    r = qb(*base, "--effort", "raw:ultra", "--out", str(tmp_path / "raw"), "--json", env=llm_env())
+    assert r.returncode == 0, r.stderr
+    assert [s.body["output_config"] for s in fake.seen] == [{"effort": "ultra"}]
+    assert [x["config"]["effort"] for x in lines(tmp_path / "raw" / "results.jsonl")] == ["ultra"]

@@ -206,6 +206,68 @@ def test_effort_unset_sends_no_field_and_a_set_effort_does(server: FakeServer, k
                                                                                       "reasoning_effort")})
 
 
+def sdk_efforts(kind: str) -> list[str]:
+    """The effort values the installed SDK's own types document for the field each provider fills."""
+    import typing
+
+    if kind == "anthropic":
+        from anthropic.types import OutputConfigParam as Params
+        field = "effort"
+    elif kind == "openai":
+        from openai.types.shared_params import Reasoning as Params
+        field = "effort"
+    else:
+        from openai.types.chat.completion_create_params import CompletionCreateParamsBase as Params
+        field = "reasoning_effort"
+    found: list[str] = []
+    todo = [typing.get_type_hints(Params)[field]]
+    while todo:
+        t = todo.pop(0)
+        args = typing.get_args(t)
+        if typing.get_origin(t) is typing.Literal:
+            found += [a for a in args if isinstance(a, str) and a not in found]
+        else:
+            todo += list(args)
+    return found
+
+
+EFFORT_FIELD = {"anthropic": lambda b: b["output_config"]["effort"], "openai": lambda b: b["reasoning"]["effort"],
+                "openai-chat": lambda b: b["reasoning_effort"]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_undocumented_effort_is_refused_naming_the_allowed_ones(server: FakeServer, kind: str) -> None:
+    allowed = sdk_efforts(kind)
+    assert {"low", "medium", "high"} <= set(allowed)
+    with pytest.raises(ValueError) as info:
+        provider(kind, server, effort="hihg")
+    assert str(info.value) == (f"--effort 'hihg': {kind} takes {', '.join(allowed)} (or 'unset' to send none; "
+                               "'raw:hihg' sends it unchecked)")
+    assert server.seen == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_documented_effort_is_sent_and_raw_passes_a_new_one(server: FakeServer, kind: str) -> None:
+    allowed = sdk_efforts(kind)
+    server.forever = Scripted(body=body_for(kind, "ls"))
+    for effort in allowed:
+        generate(provider(kind, server, effort=effort))
+    p = provider(kind, server, effort="raw:ultra")
+    generate(p)
+    assert [EFFORT_FIELD[kind](s.body) for s in server.seen] == [*allowed, "ultra"]
+    assert p.config.effort == "ultra" and p.config.label == f"{kind}:test-model@ultra"
+
+
+def test_a_raw_effort_still_needs_a_word(server: FakeServer) -> None:
+    with pytest.raises(ValueError, match="^--effort 'raw:': give a single word after 'raw:' \\(e.g. raw:ultra\\)$"):
+        provider("anthropic", server, effort="raw:")
+
+
+def test_offline_providers_take_any_effort_word_as_a_label() -> None:
+    assert make_provider("reference", effort="whatever").config.label == "reference:reference@whatever"
+    assert make_provider("habits", effort="raw:ultra").config.effort == "ultra"
+
+
 def test_params_pass_through_and_are_recorded(server: FakeServer) -> None:
     server.queue(Scripted(body=body_for("anthropic", "ls")), Scripted(body=body_for("openai", "ls")))
     pa = provider("anthropic", server, effort="max", params={"thinking": {"type": "adaptive"}, "max_tokens": 64000})

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 from transports.record import ConfigInfo
 
 from .base import Generation, GenerationRequest, Secret
+from .effort import resolve_effort
 from .retry import Failure, RetryPolicy, call_with_retries
 
 C = TypeVar("C")
@@ -88,6 +89,7 @@ class NetworkProvider(Generic[C]):
                  secret: Secret, retry: RetryPolicy | None, timeout_s: float | None) -> None:
         if not model:
             raise ValueError(f"{self.name}: no model given (use {self.name}:MODEL)")
+        effort = resolve_effort(self.name, effort)  # a documented value, or raw:VALUE on purpose
         self.model = model
         self.base_url = base_url
         self.retry = retry or RetryPolicy()

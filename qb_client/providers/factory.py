@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Provider
+from .effort import resolve_effort
 from .retry import RetryPolicy
 
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "openai-chat", "replay", "reference", "habits")
@@ -14,7 +15,8 @@ def make_provider(spec: str, base_url: str | None = None, effort: str = "unset",
                   params: dict[str, Any] | None = None, *, retry: RetryPolicy | None = None,
                   timeout_s: float | None = None) -> Provider:
     """Build a provider from ``anthropic:MODEL``, ``openai:MODEL``, ``openai-chat:MODEL``, ``replay:FILE``
-    or ``reference``. Any problem is a one-line ``ValueError`` (the CLI's bad input, exit 2)."""
+    or ``reference``. Any problem is a one-line ``ValueError`` (the CLI's bad input, exit 2), an effort the
+    provider does not document included (see :mod:`.effort`; ``raw:VALUE`` passes one on purpose)."""
     params = dict(params or {})
     effort = (effort or "unset").strip()
     if not effort or any(c.isspace() for c in effort):
@@ -29,6 +31,8 @@ def make_provider(spec: str, base_url: str | None = None, effort: str = "unset",
         raise ValueError(f"--model '{spec}': {name} needs {what} ('--model {name}:{what}')")
     if name in ("reference", "replay", "habits") and base_url:
         raise ValueError(f"--base-url is only for anthropic, openai and openai-chat, not {name}")
+    if name in ("reference", "replay", "habits"):
+        effort = resolve_effort(name, effort)  # a label only: any word; raw:WORD is WORD
     if name == "anthropic":
         from .anthropic_messages import AnthropicProvider
 
