@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .paths import path_rows
 from .load import config_label
 
 CELLS: dict[str, tuple[str, str]] = {
@@ -238,6 +239,7 @@ def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
         "grammar": _grammar(contracts),
         "families": _families(cd),
         "damage_attribution": _attribution(cd),
+        "paths": path_rows(cd, counts),
     }
     return doc
 

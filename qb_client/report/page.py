@@ -88,6 +88,19 @@ def _decomposition(configs: list[dict[str, Any]]) -> str:
     return _table(head, rows)
 
 
+def _paths(configs: list[dict[str, Any]]) -> str:
+    rows = [(c, r) for c in configs for r in c.get("paths") or []]
+    if not rows:
+        return "<p>No raw-contract records on a transport other than raw.</p>"
+    head = ["config", "transport or path", "final shell", "pass %", "compared with",
+            "damage<small>Y(path) &minus; Y(raw on the same shell)</small>"]
+    body = [_td(_e(c["label"]), "label") + _td(_e(r["transport"]), "label") + _td(_e(r["shell"])) + _rate_td(r["rate"])
+            + _td(_e(r["baseline"])) + _stat_td(r["damage"]) for c, r in rows]
+    return (_figure(plots.paths_svg(configs), "Bars: damage of each transport or deployment path for raw replies, "
+                                              "relative to raw on the same final shell, with family-bootstrap 95% "
+                                              "intervals.") + _table(head, body))
+
+
 def _diagnostics(configs: list[dict[str, Any]]) -> str:
     head = ["config", "retention<small>RR passes still passing in RN</small>",
             "exit-0 wrong<small>failing executions in which a shell ran that exited 0</small>"] + [
@@ -231,6 +244,9 @@ def render_html(doc: dict[str, Any]) -> str:
          + _figure(plots.decomposition_svg(configs), "Bars: transport damage and compensation with family-bootstrap 95% "
                                                       "intervals. Diamond: matched gap, the sum of the two.")
          + _decomposition(configs) + BOUNDARY_COST),
+        ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
+                                      "with raw on the same final shell, so that the route's own boundary is "
+                                      "measured apart from the shell.</p>" + _paths(configs)),
         ("ranks", "Rank agreement and selection", _ranks(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),

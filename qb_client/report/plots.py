@@ -235,6 +235,41 @@ def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
         return fig
 
 
+def paths_figure(configs: list[dict[str, Any]]) -> Figure | None:
+    """Per config and path: damage relative to raw on the same final shell, with its interval."""
+    rows = [(c["label"], r) for c in configs for r in c.get("paths") or [] if r.get("damage")]
+    if not rows:
+        return None
+    with matplotlib.rc_context(RC):
+        fig = _figure(8.2, 0.36 * len(rows) + 1.2)
+        ax = fig.add_subplot()
+        lo, hi = -10.0, 10.0
+        for i, (_, r) in enumerate(rows):
+            st = r["damage"]
+            v = st["value"] * 100
+            ax.barh(i, v, height=0.6, color=DAMAGE if v < 0 else COMPENSATION, alpha=0.9, zorder=2)
+            err = _xerr(st)
+            if err:
+                ax.errorbar(v, i, xerr=err, fmt="none", ecolor="#374151", elinewidth=1, capsize=2.5, zorder=3)
+            ends = [v] + ([st["ci95"][0] * 100, st["ci95"][1] * 100] if st.get("ci95") else [])
+            lo, hi = min(lo, *ends), max(hi, *ends)
+        ax.axvline(0, color="#6b7280", lw=1, zorder=1)
+        many = len({label for label, _ in rows}) > 1
+        ax.set_yticks(range(len(rows)), [(f"{label}  " if many else "") + f"{r['transport']} (vs {r['baseline']})"
+                                         for label, r in rows])
+        ax.set_ylim(len(rows) - 0.4, -0.6)
+        pad = 0.1 * (hi - lo)
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.xaxis.grid(True, color=GRID, zorder=0)
+        ax.set_xlabel("damage, percentage points (raw replies)")
+        ax.tick_params(axis="y", length=0)
+        return fig
+
+
+def paths_svg(configs: list[dict[str, Any]]) -> str | None:
+    return _svg(paths_figure(configs), "paths", "Damage by transport and deployment path relative to raw on the same shell")
+
+
 def decomposition_svg(configs: list[dict[str, Any]]) -> str | None:
     return _svg(decomposition_figure(configs), "dec", "Per-config decomposition: transport damage, compensation and matched gap")
 

@@ -140,6 +140,20 @@ def _decomposition(configs: list[dict[str, Any]]) -> Grid:
     return g
 
 
+def _paths(configs: list[dict[str, Any]]) -> Grid | None:
+    rows = [(c, r) for c in configs for r in c.get("paths") or []]
+    if not rows:
+        return None
+    g = Grid("Damage by transport and deployment path, raw replies, points [family-bootstrap 95% interval]",
+             "damage = pass rate on the path - pass rate on raw with the same final shell (docker-sh vs raw@dash): "
+             "what the route's own boundary does, apart from the shell.",
+             ["config", "path", "shell"], ["pass %", "vs", "damage"])
+    for c, r in rows:
+        g.add([_t(c["label"]), _t(r["transport"]), _t(r["shell"])],
+              [_rate(r["rate"]), _t(r["baseline"]), _diff(r["damage"])])
+    return g
+
+
 def _diagnostics(configs: list[dict[str, Any]]) -> Grid:
     g = Grid("Retention, exit codes and damage attribution",
              "retention: of RR passes, % still passing in RN (same task and draw). exit-0 wrong: of failing "
@@ -252,7 +266,9 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
                   f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                   "Rates in %, differences in points.")
     console.print()
-    for part in [_cells(configs), _decomposition(configs), _diagnostics(configs)]:
+    for part in [_cells(configs), _decomposition(configs), _paths(configs), _diagnostics(configs)]:
+        if part is None:
+            continue
         console.print(part.fit(console))
         console.print()
     for part in _ranks(doc):
