@@ -403,7 +403,7 @@ def test_terminal_renders_intervals_as_points():
 def test_html_is_self_contained(tmp_path):
     doc = compute(tiny() + configs_with_scores([1, 2, 3], [2, 1, 3], tasks=TINY_TASKS), resamples=200)
     page = render_html(doc)
-    assert "<svg" in page and page.count("<svg") == 3
+    assert "<svg" in page and page.count("<svg") == 4  # decomposition, deployment paths, ranks, families
     assert "http://" not in page and "https://" not in page
     assert "<script" not in page and "<link" not in page and " src=" not in page
     ids = re.findall(r'\bid="([^"]+)"', page)
