@@ -58,6 +58,14 @@ def _make(safe: bool) -> Callable[[], Transport]:
     return make
 
 
+def _gha(style: str, safe: bool) -> Callable[[], Transport]:
+    def make() -> Transport:
+        from .gha import Gha
+
+        return Gha(style, safe)
+    return make
+
+
 PATHS: dict[str, Callable[[], Transport]] = {
     "docker-sh": _docker_sh(False),
     "docker-sh-safe": _docker_sh(True),
@@ -67,5 +75,9 @@ PATHS: dict[str, Callable[[], Transport]] = {
     "shell-quote-eval-safe": _shell_quote_eval(True),
     "make": _make(False),
     "make-safe": _make(True),
+    "gha-run": _gha("run", False),
+    "gha-run-safe": _gha("run", True),
+    "gha-block": _gha("block", False),
+    "gha-block-safe": _gha("block", True),
 }
 """Name -> factory, in the order the catalogue lists them. Modules are imported on first use."""
