@@ -106,3 +106,9 @@ def test_a_flood_of_shells_in_the_outer_expansion_is_bounded() -> None:
     command = "$(for i in $(seq 100); do bash -c :; done)echo done > out.txt"
     record = run("nested", command)
     assert record.received == "echo done > out.txt"
+
+
+def test_the_first_forked_shell_is_chosen_by_fork_order_every_time() -> None:
+    command = 'echo one > a.txt" & bash -c "echo two > b.txt" & bash -c "echo three > c.txt" & wait; echo "'
+    seen = {run("nested", command).received for _ in range(6)}
+    assert seen == {"echo one > a.txt"}

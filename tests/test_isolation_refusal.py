@@ -47,3 +47,12 @@ def test_offline_runs_warn_and_go_on(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("commands run WITHOUT namespace isolation") == 1
     assert '"isolation": "none"' in (tmp_path / "c" / "results.jsonl").read_text()
+
+
+def test_a_bwrap_that_cannot_make_a_sandbox_is_named_not_used() -> None:
+    """Where user namespaces are forbidden bwrap is installed but fails: the probe says so (a real program
+    that fails the same way stands in for it), instead of every run failing under isolation "bwrap"."""
+    from transports.sandbox import _starts
+
+    assert _starts("/bin/false") == "/bin/false cannot make a sandbox here: exit 1"
+    assert _starts("/nonexistent/bwrap").startswith("/nonexistent/bwrap cannot start: ")

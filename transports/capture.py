@@ -24,8 +24,11 @@ Which shell is the boundary (``received``)
     shell has the outer shell's pid: when such a shell ran, ``received`` is its
     program. When none did, because the paste split R into several commands (at an
     ``&``, a ``;``, a newline) and the outer shell forked each, ``received`` is the
-    program of the first shell the outer shell forked, and ``received_note`` counts
-    the others. A ``bash`` that R's text runs inside the outer expansion
+    program of the first shell the outer shell forked (the lowest pid: the order of
+    the outer text), and ``received_note`` counts the others. A shell forked into
+    the background may not get to announce itself when the outer shell ends first:
+    every process of a run is killed when its main process exits, as on every
+    transport, so such a shell may or may not have run. A ``bash`` that R's text runs inside the outer expansion
     (``$(bash ...)``) is forked too, and runs before the boundary: it never
     displaces a shell exec'd in place. No shell at all: ``received`` is None.
 """
@@ -111,7 +114,8 @@ def judge_argv(capture: Capture) -> tuple[list[bytes] | None, str | None]:
         if len(capture.boundary) > 1:
             notes.append(f"{len(capture.boundary)} shells claimed the outer shell's pid; received is the first")
     elif capture.forked:
-        argv = capture.forked[0]
+        # fork order, not arrival order: pids grow as the outer shell forks (the channel's messages race)
+        argv = min(capture.forked, key=lambda pf: pf[0])[1]
         if len(capture.forked) > 1:
             notes.append(f"the outer parse started {len(capture.forked)} shells; received is the first one's program")
         else:

