@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from .render import RenderError, render
 from .schema import TIERS, FamilyFile, Fixture, Task
+from .suiteid import suite_id
 
 FAMILIES_DIR = Path(__file__).parent / "families"
 TOOLS_DIR = Path(__file__).parent / "tools"
@@ -40,8 +41,8 @@ def _loc(error: dict) -> str:
     return ".".join(str(p) for p in error["loc"]) or "(top level)"
 
 
-def load_family(path: Path) -> list[Task]:
-    """Read one family file and resolve its four tiers."""
+def load_family(path: Path, suite: str = "public") -> list[Task]:
+    """Read one family file and resolve its four tiers (``suite``: the id its tasks carry)."""
     name = str(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -75,7 +76,7 @@ def load_family(path: Path) -> list[Task]:
                     id=f"{family.family}/{tier}", family=family.family, tier=tier,
                     operation=family.operation, instruction=instruction, payload=spec.payload,
                     fixture=fixture, checks=checks, solution=spec.solution,
-                    solution_disclosed=spec.solution_disclosed, note=spec.note, source=name,
+                    solution_disclosed=spec.solution_disclosed, note=spec.note, source=name, suite=suite,
                 )
             )
         except RenderError as e:
@@ -96,9 +97,12 @@ def load_suite(directory: Path | None = None) -> list[Task]:
     """Every task of every family file in ``directory``, in suite order."""
     directory = directory or FAMILIES_DIR
     files = sorted(directory.glob("*.toml"))
+    if not files:
+        raise TaskFileError(f"{directory}: holds no family files (*.toml)")
     order = {f: i for i, f in enumerate(FAMILY_ORDER)}
     files.sort(key=lambda p: (order.get(p.stem, len(order)), p.stem))
-    return [t for f in files for t in load_family(f)]
+    sid = suite_id(directory)
+    return [t for f in files for t in load_family(f, sid)]
 
 
 @lru_cache(maxsize=4)
@@ -106,9 +110,22 @@ def _cached_suite(directory: str) -> tuple[Task, ...]:
     return tuple(load_suite(Path(directory)))
 
 
+_active: list[Path] = []
+
+
+def use_suite(directory: Path | None) -> None:
+    """Make ``directory`` (None: the public suite) the suite every later lookup without a directory uses:
+    the CLI's ``--suite``, set once per process, like its ``--memory``."""
+    _active[:] = [directory] if directory is not None else []
+
+
+def active_directory() -> Path:
+    return _active[0] if _active else FAMILIES_DIR
+
+
 def suite(directory: Path | None = None) -> tuple[Task, ...]:
-    """The loaded suite, parsed once per process."""
-    return _cached_suite(str(directory or FAMILIES_DIR))
+    """The loaded suite (``directory``, else the active one), parsed once per process."""
+    return _cached_suite(str(directory or active_directory()))
 
 
 def get_task(task_id: str, directory: Path | None = None) -> Task:

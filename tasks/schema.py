@@ -235,6 +235,7 @@ class Task(_Strict):
     solution_disclosed: str
     note: str = ""
     source: str = ""
+    suite: str = "public"  # the suite id: "public", or a generated suite's (tasks.suiteid)
 
     @model_validator(mode="after")
     def _git_checks_have_their_fixture(self) -> "Task":
