@@ -152,3 +152,18 @@ def test_the_memory_and_disk_caps_are_options(tmp_path: Path) -> None:
                           "--command", "true"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "quotebench: error: --disk: 'lots' is not a size (examples: 512M, 1G, 1048576)"]
+
+
+def test_a_dead_processes_tmpfs_root_is_detached_wherever_it_was_made(tmp_path: Path, require) -> None:
+    """A harness killed with TMPDIR elsewhere (a test's own directory) leaves a mounted root there; the next
+    process finds it through the mount table, not by looking in its own temp directory."""
+    from transports import diskcap
+
+    require("disk-cap")
+    stale = tmp_path / "elsewhere" / "qb-sandbox-999999998-stale"
+    stale.mkdir(parents=True)
+    assert diskcap.mount(stale, 1 << 20) and os.path.ismount(stale)
+    (stale / "work").mkdir()
+    subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
+                   check=True, timeout=60, capture_output=True)
+    assert not os.path.ismount(stale) and not stale.exists()

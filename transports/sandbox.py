@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -618,3 +619,35 @@ def sweep_leftovers() -> None:
             continue
         path = Path(entry.path)
         _discard(path, os.path.ismount(path))
+    _sweep_mounts()
+
+
+def _dead(pid_text: str) -> bool:
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _sweep_mounts() -> None:
+    """Sandbox tmpfs roots of dead harness processes wherever they were made (a TMPDIR elsewhere): the
+    mount table names them, so none is missed by looking in one directory only."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            lines = fh.read(1 << 22).splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        point = fields[4].decode("utf-8", "surrogateescape")
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point)
+        name = os.path.basename(point)
+        if name.startswith("qb-sandbox-") and _dead(name[len("qb-sandbox-"):].split("-", 1)[0]):
+            _discard(Path(point), True)
