@@ -103,7 +103,7 @@ class MakeRecipe:
                     binds=((shim, inside),), pass_fds=(channel.fd,))
                 tg.cancel_scope.cancel()
             channel.drain()
-            shells = [received_from(argv) for argv in channel.capture.forked]
+            shells = [received_from(argv) for _pid, argv in channel.capture.forked]  # make runs them one by one
             notes = list(channel.capture.ignored)
         for path in (script, setup, makefile):
             if path is not None:
