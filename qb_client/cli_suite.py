@@ -135,10 +135,14 @@ def tasks_check(as_json: bool = JSON_OPT,
 
 
 @transports_app.command("list")
-def transports_list(as_json: bool = JSON_OPT) -> None:
+def transports_list(as_json: bool = JSON_OPT,
+                    markdown: bool = typer.Option(False, "--markdown", help="The deployment paths as the README's Markdown table.")) -> None:
     """Each transport and deployment path: the boundary it adds, its source, component and final shell."""
-    from transports.registry import catalogue
+    from transports.registry import catalogue, catalogue_markdown
 
+    if markdown:
+        print(catalogue_markdown(), end="")
+        return
     rows = catalogue()
     if as_json:
         print_json(rows)

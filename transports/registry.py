@@ -156,3 +156,18 @@ def catalogue() -> list[dict[str, str | None]]:
             row["fixes"] = t.fixes  # type: ignore[attr-defined]
         rows.append(row)
     return rows
+
+
+def catalogue_markdown() -> str:
+    """The catalogue of deployment paths as a Markdown table: the README's "Deployment paths" table is this
+    text exactly (a test holds them equal), so the docs cannot drift from ``transports list``."""
+    def cell(text: str | None) -> str:
+        return (text or "").replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| path | boundary | final shell | component | source |", "|---|---|---|---|---|"]
+    for r in catalogue():
+        if r["source"] == _LAB_SOURCE:
+            continue
+        name = f"`{r['name']}`" + (f" (fixes `{r['fixes']}`)" if r.get("fixes") else "")
+        lines.append(f"| {name} | {cell(r['boundary'])} | {cell(r['shell'])} | {cell(r['component'])} | {cell(r['source'])} |")
+    return "\n".join(lines) + "\n"
