@@ -17,7 +17,7 @@ from tasks.validate import CheckResult, Verdict, validate
 from .base import Delivery, Transport
 from .record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
-from .sandbox import Limits, Sandbox
+from .sandbox import Limits, Sandbox, default_userland
 
 
 def verdict_for(task: Task, workdir: Path, delivery: Delivery) -> Verdict:
@@ -36,7 +36,8 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
                  reply: str | None = None, run_id: str | None = None, reply_id: str | None = None,
                  config: ConfigInfo | None = None, contract: str = "raw", draw: int = 0,
                  usage: Usage | None = None, generate_ms: float | None = None,
-                 extra_versions: dict[str, str] | None = None, error: str | None = None) -> Record:
+                 extra_versions: dict[str, str] | None = None, error: str | None = None,
+                 userland: str | None = None) -> Record:
     ex = delivery.execution
     reply_text = reply if reply is not None else (command or "")
     return Record(
@@ -45,7 +46,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         config=config or ConfigInfo(),
         contract=contract,
         transport=transport_name,
-        shell=shell_of(transport_name),
+        shell=shell_of(transport_name), suite=task.suite, userland=userland or default_userland(),
         task_id=task.id, family=task.family, tier=task.tier, draw=draw,
         reply=reply_text, command=command, received=delivery.received, received_note=delivery.received_note,
         damaged=delivery.received != command,
@@ -72,7 +73,7 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
     with Sandbox.create(task, limits) as box:
         delivery = await t.deliver(command, box)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
-    return build_record(task, t.name, command, delivery, verdict, **record_fields)
+    return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
 
 
 def no_command_record(task: Task, transport_name: str, reason: str, **record_fields: Any) -> Record:

@@ -56,6 +56,8 @@ class Record(BaseModel):
     contract: str
     transport: str
     shell: str = "bash"
+    suite: str = "public"  # the task suite: "public" or a generated suite's id (tasks.suiteid)
+    userland: str = "gnu"  # whose coreutils, sed, grep, find ... the command got (transports.userland)
     task_id: str
     family: str
     tier: str

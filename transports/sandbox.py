@@ -99,7 +99,7 @@ from tasks.schema import Task
 
 from tasks.safefs import remove_tree
 
-from . import cgroups, diskcap
+from . import cgroups, diskcap, userland as userlands
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
@@ -107,7 +107,7 @@ INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, s
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = ('for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
-LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-")
+LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-")
 Isolation = Literal["bwrap", "none"]
 
 
@@ -162,6 +162,20 @@ for _var, _key in (("QB_MEMORY", "memory"), ("QB_DISK", "disk")):
             _defaults[_key] = parse_size(os.environ[_var], _var)
         except ValueError as _e:
             print(f"quotebench: {_e}; using the default", file=sys.stderr)
+
+
+_userland = [userlands.DEFAULT]
+
+
+def set_default_userland(name: str) -> None:
+    """The userland every later sandbox gets unless told otherwise (the CLI's ``--userland``); see
+    :mod:`transports.userland`. An unknown or missing one is :class:`~transports.userland.UserlandError`."""
+    userlands.directory(userlands.check(name))  # fails now, not on the first run
+    _userland[0] = name
+
+
+def default_userland() -> str:
+    return _userland[0]
 
 
 @dataclass(frozen=True)
@@ -318,8 +332,10 @@ def _system_binds() -> list[str]:
 class Sandbox:
     """A private root for one task's executions; see the module docstring."""
 
-    def __init__(self, root: Path, limits: Limits, isolation: Isolation) -> None:
+    def __init__(self, root: Path, limits: Limits, isolation: Isolation, userland: str = userlands.DEFAULT) -> None:
         self.root = root
+        self.userland = userland
+        self.userland_dir = userlands.directory(userland)
         self.workdir = root / "work"
         self.home = root / "home"
         self.tmp = root / "tmp"
@@ -333,8 +349,9 @@ class Sandbox:
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
-               isolation: Isolation | None = None) -> "Sandbox":
-        """A fresh sandbox; ``task`` fills the working directory with its fixture."""
+               isolation: Isolation | None = None, userland: str | None = None) -> "Sandbox":
+        """A fresh sandbox; ``task`` fills the working directory with its fixture; ``userland`` defaults to
+        the process-wide one (:func:`set_default_userland`)."""
         iso = isolation or isolation_available()
         if iso == "none":
             _warn_once()
@@ -342,7 +359,7 @@ class Sandbox:
         box: Sandbox | None = None
         try:
             root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-")).resolve()
-            box = cls(root, limits or Limits(), iso)
+            box = cls(root, limits or Limits(), iso, userland or default_userland())
             box.mounted = diskcap.mount(root, box.limits.disk)
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
@@ -401,7 +418,7 @@ class Sandbox:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {
-            "PATH": SYSTEM_PATH,
+            "PATH": SYSTEM_PATH if self.userland_dir is None else f"{self.userland_path()}:{SYSTEM_PATH}",
             "HOME": self.inside(self.home),
             "TMPDIR": "/tmp" if self.isolation == "bwrap" else str(self.tmp),
             "LANG": "C.UTF-8",
@@ -414,6 +431,10 @@ class Sandbox:
         }
         env.update(extra or {})
         return env
+
+    def userland_path(self) -> str:
+        """Where the userland's programs appear to the command (first on its PATH)."""
+        return userlands.MOUNT if self.isolation == "bwrap" else str(self.userland_dir)
 
     def mount_point(self, host: Path, name: str) -> str:
         """Where a host directory handed to ``run(binds=...)`` as ``(host, mount_point)`` appears: a fixed
@@ -440,6 +461,8 @@ class Sandbox:
         iso += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp_size), "--tmpfs", "/tmp",
                 "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
                 "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
+        if self.userland_dir is not None:
+            iso += ["--ro-bind", str(self.userland_dir), userlands.MOUNT]
         for b in binds:
             host, inside = (b, str(b)) if isinstance(b, Path) else (b[0], b[1])
             iso += ["--ro-bind", str(host), inside]

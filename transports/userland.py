@@ -1,0 +1,85 @@
+"""Userlands: which implementation of coreutils, sed, grep, find and friends a sandboxed command gets.
+
+``gnu`` is the system's own (Debian: GNU coreutils, sed, grep, findutils). ``busybox``
+puts a directory of symlinks to Debian's ``busybox``, one per applet, first on the
+command's PATH (bound read-only at ``/run/qb-userland`` under bwrap), so ``sed``,
+``grep``, ``find``, ``sort``, ``cat``, ``printf`` (the program; bash's builtin still wins
+in bash) ... are busybox's. Shells are never replaced (``sh``, ``ash``, ``hush``:
+the final shell is its own dimension), and git, jq, python3 and the task tools are
+not busybox applets, so they keep working; the tools' own helpers (``dirname``,
+``env -0``) work with busybox's applets too.
+
+A command that names a program by absolute path (``/usr/bin/sed``) still gets
+GNU's: the userland is what PATH lookup finds, which is what agents' commands use.
+The directory is made once per process (``qb-userland-<pid>-*`` in the temp
+directory, removed at exit, and swept like sandbox roots if the process dies).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+USERLANDS: tuple[str, ...] = ("gnu", "busybox")
+DEFAULT = "gnu"
+MOUNT = "/run/qb-userland"
+NEVER_REPLACED = frozenset({"sh", "ash", "hush", "bash", "[[", "busybox"})
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class UserlandError(ValueError):
+    """An unknown userland, or one that is not installed; one line."""
+
+
+def check(name: str) -> str:
+    if name not in USERLANDS:
+        raise UserlandError(f"unknown userland '{name}' (known: {', '.join(USERLANDS)})")
+    return name
+
+
+_dirs: dict[str, Path] = {}
+
+
+def busybox_path() -> str:
+    found = shutil.which("busybox", path=SYSTEM_PATH)
+    if found is None:
+        raise UserlandError("--userland busybox: busybox is not installed (Debian: apt-get install busybox)")
+    return found
+
+
+def applets(busybox: str) -> list[str]:
+    """The applets this busybox provides, minus the shells."""
+    out = subprocess.run([busybox, "--list"], capture_output=True, text=True, timeout=10, check=True).stdout
+    return sorted(a for a in out.split() if a and "/" not in a and a not in NEVER_REPLACED)
+
+
+def directory(name: str) -> Path | None:
+    """The host directory of the userland's programs (None for ``gnu``: nothing is put on PATH)."""
+    check(name)
+    if name == "gnu":
+        return None
+    if name not in _dirs:
+        target = busybox_path()
+        d = Path(tempfile.mkdtemp(prefix=f"qb-userland-{os.getpid()}-")).resolve()
+        for applet in applets(target):
+            os.symlink(target, d / applet)
+        d.chmod(0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _dirs[name] = d
+    return _dirs[name]
+
+
+def version(name: str) -> str:
+    """``busybox 1.35.0`` and the like, for records; ``gnu`` is the system's."""
+    if name == "gnu":
+        return "gnu"
+    try:
+        first = subprocess.run([busybox_path(), "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return name
+    words = first.split()
+    return f"busybox {words[1].lstrip('v')}" if len(words) > 1 and words[0] == "BusyBox" else name
