@@ -66,6 +66,14 @@ def _gha(style: str, safe: bool) -> Callable[[], Transport]:
     return make
 
 
+def _tmux(safe: bool) -> Callable[[], Transport]:
+    def make() -> Transport:
+        from .tmux import Tmux
+
+        return Tmux(safe)
+    return make
+
+
 PATHS: dict[str, Callable[[], Transport]] = {
     "docker-sh": _docker_sh(False),
     "docker-sh-safe": _docker_sh(True),
@@ -79,5 +87,7 @@ PATHS: dict[str, Callable[[], Transport]] = {
     "gha-run-safe": _gha("run", True),
     "gha-block": _gha("block", False),
     "gha-block-safe": _gha("block", True),
+    "tmux": _tmux(False),
+    "tmux-safe": _tmux(True),
 }
 """Name -> factory, in the order the catalogue lists them. Modules are imported on first use."""

@@ -1,0 +1,259 @@
+"""`tmux`: a terminal agent types R into a tmux pane, ``tmux send-keys -t P R Enter``, into an interactive bash.
+
+The route
+    Terminal agents (Terminal-Bench's harness, libtmux callers, the harnesses of tmux #1849 and
+    #4350) keep an interactive bash in a tmux pane and type each command into it. Here the
+    harness calls tmux with the argument vector ``[tmux, send-keys, -t, P, R, Enter]``, as
+    libtmux and Terminal-Bench do (no host shell in between, no ``-l``). Three parsers then
+    stand between R and what runs:
+
+    * tmux's command parser. An argument ending in ``;`` ends the command (even with ``-l``);
+      ``\\;`` at the end becomes ``;``. So ``echo two;`` makes ``Enter`` a command of its own,
+      tmux answers ``unknown command: Enter`` and types nothing. Without ``-l`` an argument
+      that names a key (``Enter``, ``C-c``, ``Up``) is that key, and one starting with ``-``
+      is taken as options.
+    * readline, in the interactive bash: a tab asks for completion, control characters edit
+      the line.
+    * the interactive bash: history expansion of ``!`` is on; a multi-line R arrives line by
+      line through the continuation prompt (PS2); a line that reads standard input reads the
+      lines typed after it (the terminal is its stdin, not ``/dev/null``).
+
+The component, all real, inside the sandbox
+    One driver (a bash script run by ``sandbox.run``, so bwrap's pid namespace and the run's
+    cgroup hold the tmux server it starts and everything in the pane) starts a private tmux
+    server (``-S`` socket in the run's ``meta/`` directory, ``-f /dev/null``: no user config),
+    whose pane runs ``bash --norc --noprofile -i`` on a real pty with the sandbox's environment
+    and working directory (``HISTFILE=/dev/null``; history expansion stays on). When the first
+    prompt is up and readline has the terminal (``stty -icanon``), the driver sends the keys,
+    waits until bash is idle (a prompt with no typed input left: ``read -t 0``, then ``tmux
+    wait-for``) or the time is up, captures the pane and kills the server.
+
+``received``: bash's own record of what it executed
+    The prompts carry the record, so nothing is typed that the agent did not type:
+    ``PS0`` (expanded after a command is read, before it runs) appends ``history 1``, the
+    history entry bash made for it, which is the text *after* history expansion; ``PS1`` and
+    ``PS2`` log each prompt and the status ``$?``; ``lithist`` keeps a multi-line command's
+    newlines in its entry. ``received`` is one line per primary prompt answered: the entry
+    of the command run there, or an empty line where bash ran nothing (an empty line, a
+    comment, a line whose history expansion failed or that did not parse), joined by newlines.
+    Limits: bash records a backslash-newline continuation without the pair (``echo a \\``,
+    ``b`` is recorded ``echo a b``); a here-document entry's trailing newline is not kept;
+    a command that is still incomplete at the end (bash waiting at PS2) ran nothing and is not
+    in ``received`` (``received_note`` says so). The record is written by hooks in the
+    pane's own shell: a command that rewrites its shell's prompts or history can forge what
+    is recorded after it (never the record of a command before it, written before it ran).
+    The host reads the record only with :func:`tasks.safefs.read_under` (no link followed,
+    no FIFO opened, capped).
+
+The output, the status
+    ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
+    and stderr merged); ``stderr`` is what tmux said to the harness. ``exit_code`` is ``$?``
+    at the last prompt, or the interactive shell's status if it exited; ``None`` when the time
+    ran out or bash was left waiting at PS2.
+
+The fix, ``tmux-safe``
+    The host writes R to a file in ``meta/`` (not through the pane) and the harness types only
+    ``bash FILE </dev/null``, with ``send-keys -l`` and ``Enter`` as a separate key. The typed
+    text has no ``;`` at the end, no ``!``, tab or quote, so tmux, readline and history expansion
+    leave it alone, and bash reads R from the file, as ``bash -c R`` would get it, with stdin
+    at ``/dev/null`` as on ``raw``. ``received`` is the file's contents, when bash's record
+    shows exactly the typed line ran. What stays different from ``raw``: ``$0`` is the file's
+    name, and stdout and stderr are the terminal (``isatty`` is true).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field, replace
+
+from tasks.safefs import UnsafeRead, read_under, remove_tree
+
+from ..base import Delivery, check_command
+from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
+from ..shells import DEFAULT
+
+MARGIN_S = 0.6          # kept from the sandbox's timeout for capturing the pane and stopping the server
+MAX_EVENTS = 4 << 20    # bytes of bash's record read back
+COLUMNS, ROWS, SCROLLBACK = 200, 50, 5000
+
+DRIVER = r"""
+mode=$1 d=$2 budget_us=$3 text=$4
+S=$d/sock E=$d/events
+t() { tmux -S "$S" "$@"; }
+start=${EPOCHREALTIME/./}
+left() { local r=$(( start + budget_us - ${EPOCHREALTIME/./} )); (( r < 50000 )) && r=50000; printf '%d.%06d' $((r / 1000000)) $((r % 1000000)); }
+export HISTFILE=/dev/null
+export PROMPT_COMMAND='shopt -s lithist; export -n PS0 PS1 PS2 HISTFILE; unset PROMPT_COMMAND'
+export PS0='$(LC_ALL=C; h=$(history 1); { echo "C ${#h}"; echo "$h"; } >>'"$E"')'
+export PS1='$(echo "P $?" >>'"$E"'; read -t 0 || tmux wait-for -S qb-idle)$ '
+export PS2='$(echo W >>'"$E"'; read -t 0 || tmux wait-for -S qb-idle)> '
+pane='bash --norc --noprofile -i; printf "X %d\n" $? >>"$0"; tmux wait-for -S qb-idle'
+t -f /dev/null start-server \; set -g history-limit {scrollback} \; set -g remain-on-exit on \
+  \; new-session -d -s qb -x {columns} -y {rows} -c "$PWD" sh -c "$pane" "$E" 2>"$d/tmux-err" \
+  || { echo "start $?" >"$d/status"; exit 0; }
+timeout "$(left)" tmux -S "$S" wait-for qb-idle || { echo "start prompt" >"$d/status"; t kill-server; exit 0; }
+tty=$(t display -p -t qb '#{pane_tty}')
+for _ in {1..500}; do case $(stty -F "$tty" -a 2>/dev/null) in *' -icanon'*) break;; esac; sleep 0.002; done
+if [ "$mode" = keys ]; then t send-keys -t qb "$text" Enter 2>"$d/tmux-err"
+else t send-keys -t qb -l "$text" \; send-keys -t qb Enter 2>"$d/tmux-err"; fi
+rc=$?
+if [ $rc != 0 ]; then state="send-failed $rc"
+else timeout "$(left)" tmux -S "$S" wait-for qb-idle; case $? in 0) state=idle;; 124) state=timeout;; *) state=gone;; esac
+fi
+t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
+t kill-server 2>/dev/null
+echo "$state" >"$d/status"
+""".replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)).replace("{rows}", str(ROWS))
+"""Arguments: mode (``keys``: R as one argument then ``Enter``; ``safe``: ``-l LINE`` then ``Enter``), the
+run's directory as the sandbox names it, the time budget in microseconds, and the text."""
+
+_ENTRY = re.compile(rb" *\d+[ *] ")
+
+
+@dataclass
+class Record:
+    """What the prompt hooks logged: one line per primary prompt answered, and how the run ended."""
+
+    lines: list[str] = field(default_factory=list)
+    status: int | None = None        # $? at the last primary prompt
+    exited: int | None = None        # the interactive shell's exit status, if it exited
+    pending: list[str] = field(default_factory=list)  # commands read after the last prompt (still running)
+    at_continuation: bool = False    # the last prompt was PS2: an incomplete command waited for more input
+    malformed: bool = False
+    prompted: bool = False           # bash showed its first primary prompt
+
+
+def parse_events(data: bytes) -> Record:
+    """Parse the hooks' log (``P status``, ``W``, ``C nbytes`` + entry, ``X status``); stops at malformed data."""
+    rec = Record()
+    since: list[str] = []
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            rec.malformed = True
+            break
+        head = data[pos:end].split(b" ")
+        pos = end + 1
+        kind = head[0]
+        try:
+            arg = int(head[1]) if len(head) == 2 else None
+        except ValueError:
+            rec.malformed = True
+            break
+        if kind == b"C" and arg is not None and 0 <= arg <= len(data) - pos:
+            entry = data[pos:pos + arg]
+            pos += arg + 1
+            m = _ENTRY.match(entry)
+            text = entry[m.end():] if m else entry
+            since.append(text.decode("utf-8", errors="surrogateescape"))
+            rec.at_continuation = False
+        elif kind == b"P" and arg is not None:
+            if rec.prompted:
+                rec.lines.append("\n".join(since))
+            rec.prompted, since, rec.status, rec.at_continuation = True, [], arg, False
+        elif kind == b"W" and arg is None:
+            rec.at_continuation = True
+        elif kind == b"X" and arg is not None:
+            rec.exited = arg
+        else:
+            rec.malformed = True
+            break
+    rec.pending = since
+    return rec
+
+
+def _read(sandbox: Sandbox, rel: str, cap: int) -> bytes | None:
+    try:
+        return read_under(sandbox.meta, rel, cap)
+    except (OSError, UnsafeRead):
+        return None
+
+
+class Tmux:
+    source = ("tmux #1849 and #4350 (a trailing ; is tmux's command separator, even with -l); "
+              "Terminal-Bench and libtmux type commands with send-keys into an interactive bash")
+    component = "tmux 3 server, a real pty, bash --norc --noprofile -i (readline, history expansion on)"
+
+    def __init__(self, safe: bool = False) -> None:
+        self.safe = safe
+        self.name = "tmux-safe" if safe else "tmux"
+        self.fixes = "tmux" if safe else None
+        self.shell = DEFAULT
+        self.boundary = ("R written to a file by the host; typed: send-keys -l 'bash FILE </dev/null', then Enter "
+                         "(the fix)" if safe else
+                         "typed into an interactive bash: send-keys -t P R Enter (tmux's ; parse, key names), "
+                         "readline (tab completes), history expansion of !, multi-line input through PS2")
+
+    async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
+        if (why := check_command(command)) is not None:
+            return Delivery(received=None, execution=None, transport_error=why)
+        if shutil.which("tmux", path=SYSTEM_PATH) is None:
+            return Delivery(received=None, execution=None,
+                            transport_error=f"{self.name}: tmux is not installed (Debian package: tmux)")
+        run = sandbox.scratch("tmux")
+        run.mkdir(mode=0o700)
+        try:
+            return await self._deliver(command, sandbox, run.name)
+        finally:
+            remove_tree(run)
+
+    async def _deliver(self, command: str, sandbox: Sandbox, rel: str) -> Delivery:
+        inside = sandbox.inside(sandbox.meta / rel)
+        if self.safe:
+            (sandbox.meta / rel / "command").write_bytes(command.encode("utf-8"))
+            mode, text = "safe", f"bash {inside}/command </dev/null"
+        else:
+            mode, text = "keys", command
+        budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
+        try:
+            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text])
+        except ArgumentTooLong as e:
+            return Delivery(received=None, execution=None, transport_error=str(e))
+        state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
+        rec = parse_events(_read(sandbox, f"{rel}/events", MAX_EVENTS) or b"")
+        tmux_said = (_read(sandbox, f"{rel}/tmux-err", sandbox.limits.output_cap) or b"").decode("utf-8", "replace")
+        pane = _read(sandbox, f"{rel}/pane", sandbox.limits.output_cap + 1) or b""
+        return self._judge(command, text, ex, state, rec, tmux_said, pane, sandbox.limits.output_cap)
+
+    def _judge(self, command: str, typed: str, ex: Execution, state: str, rec: Record, tmux_said: str,
+               pane: bytes, cap: int) -> Delivery:
+        notes: list[str] = []
+        screen = Stream(text=pane[:cap].decode("utf-8", "replace").rstrip("\n") + "\n" if pane.strip() else "",
+                        truncated=len(pane) > cap)
+        timed_out = ex.timed_out or state == "timeout"
+        run = replace(ex, stdout=screen, stderr=Stream(text=tmux_said), timed_out=timed_out,
+                      limit_hit="time" if timed_out else ex.limit_hit)
+        if state.startswith("send-failed"):
+            run.exit_code = int(state.split()[1])
+            return Delivery(received=None, execution=run, received_note="tmux refused the send-keys command: "
+                            "nothing was typed")
+        if not state and not ex.timed_out:
+            return Delivery(received=None, execution=None, transport_error=f"{self.name}: the tmux driver did not "
+                            f"finish ({ex.stderr.text.strip()[:200] or 'no report'})")
+        if state.startswith("start"):
+            return Delivery(received=None, execution=None, transport_error=f"{self.name}: tmux did not start: "
+                            f"{tmux_said.strip()[:200] or state}")
+        lines = rec.lines + (["\n".join(rec.pending)] if rec.pending else [])
+        received = "\n".join(lines) if rec.prompted else None  # None: bash never came to its first prompt
+        if timed_out:
+            run.exit_code = None
+        elif rec.exited is not None:
+            run.exit_code = rec.exited
+        elif rec.at_continuation:
+            run.exit_code = None
+            notes.append("bash was left at its continuation prompt (PS2): the last command was incomplete and "
+                         "never ran")
+        else:
+            run.exit_code = rec.status
+        if state == "gone":
+            notes.append("the tmux server was gone before the command finished")
+        if rec.malformed:
+            notes.append("bash's record ended in malformed data (written by the command?)")
+        if self.safe:
+            if lines and lines[0] == typed and all(not x for x in lines[1:]):
+                received = command  # the file bash was started on held exactly R, written by the host
+            else:
+                notes.append("bash's record does not show the typed line alone: received is what it shows")
+        return Delivery(received=received, execution=run, received_note="; ".join(notes) or None)
