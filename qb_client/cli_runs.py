@@ -14,6 +14,7 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
+from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
 from .console import OUTPUT_RULE, check_output_file, err, fail, message, out, print_json, safe, safe_text
 
 
@@ -140,14 +141,18 @@ def replay_cmd(
     out_path: Path = typer.Option(..., "--out", help=f"Results JSONL (appended; a rerun completes what is missing). {OUTPUT_RULE}"),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel executions (default: cores)."),
     as_json: bool = JSON_OPT,
+    suite_opt: str = SUITE_OPT,
+    userland: str = USERLAND_OPT,
 ) -> None:
     """Fixed-reply replay: every stored reply through every transport (summary: one row per config)."""
     import time
 
     from transports.store import read_jsonl
 
-    from .replay import done_keys, is_harness_error, load_replies, replay
+    from .replay import done_keys, is_harness_error, load_replies, replay, same_axes
 
+    apply_suite(suite_opt)
+    apply_userland(userland)
     names = parse_list(transports)
     check_output_file("--out", out_path)
     stored = load_replies(replies)
@@ -165,8 +170,8 @@ def replay_cmd(
             n = anyio.run(lambda: replay(stored, names, out_path, concurrency=concurrency,
                                          on_record=lambda r: progress.advance(bar)))
     seconds = time.perf_counter() - start
-    recorded = latest([r for r in read_jsonl(out_path) if (r.get("reply_id"), r.get("transport")) in keys],
-                      is_harness_error)
+    recorded = latest([r for r in read_jsonl(out_path)
+                       if (r.get("reply_id"), r.get("transport")) in keys and same_axes(r)], is_harness_error)
     errors = [r for r in recorded if is_harness_error(r)]
     doc = {"replies": len(stored), "transports": names, "executed_now": n, "already_recorded": total - n,
            "errors": len(errors), "seconds": round(seconds, 3), "out": str(out_path), "cells": summarize(recorded)}
@@ -222,9 +227,14 @@ def run_cmd(
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Run a live model's commands even where no sandbox isolation is available."),
     as_json: bool = JSON_OPT,
+    suite_opt: str = SUITE_OPT,
+    userland: str = USERLAND_OPT,
 ) -> None:
     """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out."""
     import time
+
+    suite_id = apply_suite(suite_opt)
+    apply_userland(userland)
 
     from transports.sandbox import isolation_refusal
 
@@ -265,7 +275,8 @@ def run_cmd(
     labels = [p.config.label for p in providers]
     errors = [e for o in outcomes for e in o.errors]
     results = [r for r in read_jsonl(out_dir / "results.jsonl")
-               if "{provider}:{model}@{effort}".format(**{"effort": "unset", **r.get("config", {})}) in labels]
+               if "{provider}:{model}@{effort}".format(**{"effort": "unset", **r.get("config", {})}) in labels
+               and (r.get("suite", "public"), r.get("userland", "gnu")) == (suite_id, userland)]
     doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),
            "reused": sum(o.reused for o in outcomes), "executed": sum(o.executed for o in outcomes),
            "errors": len(errors), "seconds": round(seconds, 3), "cells": summarize(results)}
@@ -293,17 +304,22 @@ def demo_cmd(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Keep the campaign here (default: a fresh temporary "
                                            "directory); made if missing, but its parent directory must exist."),
     html: Path = typer.Option(Path("quotebench-report.html"), "--html", help=f"Where to write the HTML report. {OUTPUT_RULE}"),
-    transports: str = typer.Option(",".join(["raw", "nested", "ssh", "escaped", "tempscript"]), "--transports",
-                                   help="Transports to replay on."),
+    transports: Optional[str] = typer.Option(None, "--transports", help="Transports to replay on (default: raw, "
+                                             "nested, ssh, escaped, tempscript, raw@dash, docker-sh, shlex-sh)."),
+    suite_opt: str = SUITE_OPT,
+    userland: str = USERLAND_OPT,
 ) -> None:
     """The whole crossed design offline (reference + habits agents), then the report."""
     import tempfile
     import time
 
-    from .demo import AGENTS, CONTRACTS, run_demo
+    apply_suite(suite_opt)
+    apply_userland(userland)
+
+    from .demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
     from .report import compute, load_records, render_terminal, write_html
 
-    names = parse_list(transports)
+    names = parse_list(transports) if transports else TRANSPORTS
     check_output_file("--html", html)
     if out_dir is not None:
         check_out_dir(out_dir)

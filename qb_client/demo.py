@@ -5,7 +5,8 @@ reference solutions) and ``habits`` (a deterministic baseline with common human
 quoting habits; not a model). Each answers all 56 tasks under the raw and the
 disclosed contract once; every reply is then replayed on raw, nested, ssh (a
 real SSH client against the embedded server on 127.0.0.1), escaped and
-tempscript. The report shows the decomposition: the reference agent's matched
+tempscript, and on two deployment paths, docker-sh and shlex-sh, with raw@dash
+(their final shell) as their baseline. The report shows the decomposition: the reference agent's matched
 score is perfect although the nested path alone costs it most of its passes.
 """
 
@@ -21,7 +22,9 @@ from .providers.factory import make_provider
 
 AGENTS = ("reference", "habits")
 CONTRACTS = ["raw", "disclosed"]
-TRANSPORTS = ["raw", "nested", "ssh", "escaped", "tempscript"]
+TRANSPORTS = ["raw", "nested", "ssh", "escaped", "tempscript", "raw@dash", "docker-sh", "shlex-sh"]
+"""The paper's transports, then a few deployment paths with their baseline: docker-sh and shlex-sh end in
+dash, so raw@dash is what they are compared with."""
 
 
 async def run_demo(out: Path, progress: Progress | None = None, transports: list[str] | None = None) -> list[str]:

@@ -20,8 +20,10 @@ def test_demo_runs_offline_and_its_report_matches_a_recount(tmp_path: Path) -> N
     page = html.read_text()
     assert page.count("<svg") >= 3 and "http://" not in page.replace("http://www.w3.org", "")
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 2 * 56 * 2 * 5
-    assert {x["transport"] for x in records} == {"raw", "nested", "ssh", "escaped", "tempscript"}
+    assert len(records) == 2 * 56 * 2 * 8
+    assert {x["transport"] for x in records} == {"raw", "nested", "ssh", "escaped", "tempscript", "raw@dash",
+                                                 "docker-sh", "shlex-sh"}
+    assert "Damage by transport and deployment path" in r.stdout
 
     doc = json.loads(subprocess.run([*QB, "report", str(out / "results.jsonl"), "--json"], capture_output=True,
                                     text=True, timeout=120).stdout)
