@@ -54,12 +54,34 @@ def _root() -> bool:
     return os.geteuid() == 0
 
 
+def _inspect_ai() -> bool:
+    """The ``inspect`` extra: inspect_ai importable and our entry point registered with it."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    return find_spec("inspect_ai") is not None and any(
+        ep.name == "quotebench" for ep in entry_points(group="inspect_ai"))
+
+
+def _program(name: str) -> Callable[[], bool]:
+    def found() -> bool:
+        import shutil
+
+        return shutil.which(name, path="/usr/local/bin:/usr/bin:/bin") is not None
+    return found
+
+
+PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
+            "tmux": "tmux"}
+
 COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
+    **{name: (_program(name), f"{name} is not installed (Debian package: {pkg})") for name, pkg in PROGRAMS.items()},
     "memory-cgroup": (_memory_cgroup, "no writable memory cgroup (cgroup v1 memory hierarchy, or a delegated cgroup v2)"),
     "disk-cap": (_disk_cap, "the tmpfs disk cap needs root (or QB_NO_DISK_CAP is set)"),
     "bwrap": (_bwrap, "bubblewrap (bwrap) is not available, or QB_NO_BWRAP is set"),
     "openssh": (_openssh, "the OpenSSH client (ssh) is not installed"),
     "root": (_root, "the tests run as an ordinary user (switching to another uid needs root)"),
+    "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool] = {}

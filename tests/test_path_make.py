@@ -13,6 +13,8 @@ from transports.sandbox import Limits, Sandbox
 
 from path_capture import capture_program, invocations, script_of
 
+pytestmark = pytest.mark.needs("make", "dash")
+
 LIMITS = Limits(timeout_s=10)
 TASK = get_task("file-write/control")
 

@@ -14,6 +14,8 @@ from transports.sandbox import Limits, Sandbox
 
 from path_capture import capture_shell, invocations
 
+pytestmark = pytest.mark.needs("node", "npm")
+
 LIMITS = Limits(timeout_s=10)
 TASK = get_task("file-write/control")
 

@@ -15,6 +15,8 @@ from transports.execute import execute
 from transports.registry import catalogue, get
 from transports.sandbox import Limits
 
+pytestmark = pytest.mark.needs("dash", "zsh", "node", "npm", "make", "tmux")
+
 LIMITS = Limits(timeout_s=5)
 TASK = get_task("file-write/control")
 ROWS = catalogue()

@@ -11,6 +11,8 @@ from transports.execute import execute
 from transports.registry import UnknownTransportError, get, validate_name
 from transports.sandbox import Limits
 
+pytestmark = pytest.mark.needs("dash", "zsh", "busybox")
+
 SHELLS = ("dash", "zsh", "busybox")
 LIMITS = Limits(timeout_s=5)
 TASK = get_task("file-write/control")
