@@ -122,6 +122,7 @@ class Record:
     at_continuation: bool = False    # the last prompt was PS2: an incomplete command waited for more input
     malformed: bool = False
     prompted: bool = False           # bash showed its first primary prompt
+    refused: str | None = None       # why the record could not be read safely (the command replaced it)
 
 
 def parse_events(data: bytes) -> Record:
@@ -164,10 +165,16 @@ def parse_events(data: bytes) -> Record:
     return rec
 
 
-def _read(sandbox: Sandbox, rel: str, cap: int) -> bytes | None:
+def _read(sandbox: Sandbox, rel: str, cap: int, refused: list[str] | None = None) -> bytes | None:
+    """The file ``meta/rel`` (at most ``cap`` bytes), or None when missing or unsafe to read (then why, in
+    ``refused``): the command can reach the run's directory, so it is read without following anything."""
     try:
         return read_under(sandbox.meta, rel, cap)
-    except (OSError, UnsafeRead):
+    except UnsafeRead as e:
+        if refused is not None:
+            refused.append(e.message)
+        return None
+    except OSError:
         return None
 
 
@@ -212,7 +219,9 @@ class Tmux:
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
         state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
-        rec = parse_events(_read(sandbox, f"{rel}/events", MAX_EVENTS) or b"")
+        refused: list[str] = []
+        rec = parse_events(_read(sandbox, f"{rel}/events", MAX_EVENTS, refused) or b"")
+        rec.refused = refused[0] if refused else None
         tmux_said = (_read(sandbox, f"{rel}/tmux-err", sandbox.limits.output_cap) or b"").decode("utf-8", "replace")
         pane = _read(sandbox, f"{rel}/pane", sandbox.limits.output_cap + 1) or b""
         return self._judge(command, text, ex, state, rec, tmux_said, pane, sandbox.limits.output_cap)
@@ -249,6 +258,8 @@ class Tmux:
             run.exit_code = rec.status
         if state == "gone":
             notes.append("the tmux server was gone before the command finished")
+        if rec.refused:
+            notes.append(f"bash's record was not read: {rec.refused}")
         if rec.malformed:
             notes.append("bash's record ended in malformed data (written by the command?)")
         if self.safe:

@@ -1,0 +1,235 @@
+"""The `tmux` path with the real tmux: tmux's ; parse, readline, history expansion, PS2, the terminal as
+stdin; received against a capture program in bash's place; nothing outlives the call; the record is
+read safely; and `tmux-safe` keeps R intact where `tmux` breaks it."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import anyio
+import pytest
+
+from tasks.load import get_task
+from transports.base import Delivery
+from transports.paths.tmux import parse_events
+from transports.registry import get
+from transports.sandbox import Limits, Sandbox
+
+LIMITS = Limits(timeout_s=4)
+TASK = get_task("file-write/control")  # its fixture is an empty working directory
+
+
+def deliver(transport: str, command: str, limits: Limits = LIMITS, files: tuple[str, ...] = ("out.txt",)
+            ) -> tuple[Delivery, dict[str, str | None]]:
+    """Run ``command`` on ``transport`` in a fresh sandbox; the delivery and the named files of ``work/`` after it."""
+    async def go() -> tuple[Delivery, dict[str, str | None]]:
+        with Sandbox.create(TASK, limits) as box:
+            d = await get(transport).deliver(command, box)
+            found = {f: (box.workdir / f).read_text() if (box.workdir / f).exists() else None for f in files}
+            assert not [p.name for p in box.meta.iterdir()], "the run's directory was left behind"
+            return d, found
+    return anyio.run(go)
+
+
+def tmux_processes(pattern: str = "tmux -S /sandbox/meta/tmux-") -> list[str]:
+    done = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
+    return [line for line in done.stdout.splitlines() if "pgrep" not in line]
+
+
+# -- tmux's own parse of the key arguments -------------------------------------------------------
+
+def test_a_trailing_semicolon_ends_the_tmux_command_and_nothing_is_typed() -> None:
+    d, files = deliver("tmux", "echo one > out.txt;")
+    assert d.received is None and d.execution is not None
+    assert d.execution.exit_code == 1 and d.execution.stderr.text == "unknown command: Enter\n"
+    assert d.received_note == "tmux refused the send-keys command: nothing was typed"
+    assert files["out.txt"] is None
+    raw, raw_files = deliver("raw", "echo one > out.txt;")
+    assert raw_files["out.txt"] == "one\n" and raw.execution and raw.execution.exit_code == 0
+
+
+def test_an_escaped_trailing_semicolon_reaches_bash_unescaped() -> None:
+    command = "echo hi > out.txt; find . -name out.txt -exec cat {} \\;"
+    d, _ = deliver("tmux", command)
+    assert d.received == command[:-2] + ";"  # bash then runs find without its ';': find fails
+    assert d.execution is not None and d.execution.exit_code == 1
+    assert "find: missing argument to `-exec'" in d.execution.stdout.text
+    raw, _ = deliver("raw", command)
+    assert raw.execution and raw.execution.exit_code == 0 and raw.execution.stdout.text == "hi\n"
+
+
+@pytest.mark.parametrize("command, received, code, said", [
+    ("Enter", "\n", 0, ""),          # a key name is that key: two empty lines reach bash
+    ("C-c", "", 130, ""),             # Ctrl-C at the prompt: nothing runs, $? is 130
+    ("-n > out.txt", None, 1, "command send-keys: unknown flag -n\n"),  # a leading - is an option to tmux
+])
+def test_without_l_tmux_reads_key_names_and_options(command: str, received: str | None, code: int, said: str) -> None:
+    d, _ = deliver("tmux", command)
+    assert d.received == received and d.execution is not None
+    assert d.execution.exit_code == code and d.execution.stderr.text == said
+
+
+def _keystrokes(args: list[str], command: str) -> str:
+    """What the real tmux types for ``send-keys -t qb ARGS``: a capture program in bash's place (a raw-mode
+    terminal read up to the Enter key), run inside the sandbox like the path itself."""
+    probe = r"""S=/tmp/probe; args=("${@:2}")
+tmux -S $S -f /dev/null new-session -d -s qb sh -c 'stty raw -echo; tmux wait-for -S ready; exec cat > keys'
+timeout 3 tmux -S $S wait-for ready
+tmux -S $S send-keys -t qb "${args[@]}" "$1"; tmux -S $S send-keys -t qb Enter
+for _ in $(seq 300); do case $(cat keys) in *$'\r') break;; esac; sleep 0.01; done
+cat keys; tmux -S $S kill-server"""
+
+    async def go() -> str:
+        with Sandbox.create(TASK, LIMITS) as box:
+            ex = await box.run(["bash", "-c", probe, "probe", command, *args])
+            assert ex.stdout.text.endswith("\r"), ex.stdout.text
+            return ex.stdout.text[:-1]
+    return anyio.run(go)
+
+
+@pytest.mark.parametrize("command", ["find . -name x -exec echo {} \\;", "echo 'a  b' \"c\" $HOME > out.txt",
+                                     "printf '%s\\n' \"$(date)\" `id -u`"])
+def test_received_is_what_tmux_typed_when_bash_adds_nothing(command: str) -> None:
+    """No ``!``, tab or newline: bash's record equals the keys the real tmux typed, as a capture program read them."""
+    typed = _keystrokes([], command)
+    d, _ = deliver("tmux", command)
+    assert d.received == typed
+
+
+def test_send_keys_l_drops_a_trailing_semicolon_too() -> None:
+    """tmux #1849: -l (literal) does not protect a trailing ';' (FACTS.md measured this on tmux 3.3a)."""
+    assert _keystrokes(["-l"], "echo one;") == "echo one"
+    assert _keystrokes(["-l"], "echo one\\;") == "echo one;"
+
+
+# -- readline and the interactive bash --------------------------------------------------------------
+
+def test_history_expansion_rewrites_a_later_line() -> None:
+    command = "echo one two > a.txt\nprintf '%s\\n' \"!!\" > out.txt"
+    d, files = deliver("tmux", command)
+    assert d.received == "echo one two > a.txt\nprintf '%s\\n' \"echo one two > a.txt\" > out.txt"
+    assert files["out.txt"] == "echo one two > a.txt\n"
+    safe, safe_files = deliver("tmux-safe", command)
+    assert safe.received == command and safe_files["out.txt"] == "!!\n"
+
+
+def test_a_failed_history_expansion_runs_nothing() -> None:
+    d, files = deliver("tmux", 'echo "hello world" > out.txt; echo "!nothing-like-this"')
+    assert d.received == "" and files["out.txt"] is None  # the whole line is dropped
+    assert "event not found" in d.execution.stdout.text  # type: ignore[union-attr]
+
+
+def test_a_tab_is_readline_completion_not_a_character() -> None:
+    d, files = deliver("tmux", "printf 'a\\tb|\tc' > out.txt")
+    assert d.received == "printf 'a\\tb|c' > out.txt" and files["out.txt"] == "a\tb|c"
+    safe, safe_files = deliver("tmux-safe", "printf 'a\\tb|\tc' > out.txt")
+    assert safe_files["out.txt"] == "a\tb|\tc"
+
+
+def test_a_multi_line_heredoc_goes_through_ps2() -> None:
+    command = "cat > out.txt <<'EOF'\nline one\n\n$HOME `x` !! \\n\nEOF"
+    d, files = deliver("tmux", command)
+    assert d.received == command  # lithist: bash's entry keeps the lines; ! is not expanded in a here-doc body
+    assert files["out.txt"] == "line one\n\n$HOME `x` !! \\n\n"
+    assert d.execution is not None and d.execution.stdout.text.count("\n> ") == 4
+
+
+def test_a_backslash_newline_is_recorded_joined_and_blank_lines_stay() -> None:
+    d, files = deliver("tmux", "echo a \\\nb > out.txt\n\necho c >> out.txt\n")
+    assert d.received == "echo a b > out.txt\n\necho c >> out.txt\n"
+    assert files["out.txt"] == "a b\nc\n"
+
+
+def test_the_terminal_is_stdin_so_a_read_takes_the_next_typed_line() -> None:
+    command = "IFS= read -r -n 11 x; printf %s \"$x\" > out.txt\nsecret line"
+    d, files = deliver("tmux", command)
+    assert files["out.txt"] == "secret line"
+    assert d.received == "IFS= read -r -n 11 x; printf %s \"$x\" > out.txt\n"  # the second line never ran
+    safe, safe_files = deliver("tmux-safe", command)
+    assert safe_files["out.txt"] == "" and safe.received == command  # stdin is /dev/null, as on raw
+
+
+def test_an_incomplete_command_leaves_bash_at_ps2() -> None:
+    d, _ = deliver("tmux", "echo 'unbalanced > out.txt")
+    assert d.received == "" and d.execution is not None and d.execution.exit_code is None
+    assert not d.execution.timed_out
+    assert d.received_note and "continuation prompt (PS2)" in d.received_note
+
+
+@pytest.mark.parametrize("command, code", [("false", 1), ("exit 3", 3), ("true; (exit 7)", 7)])
+def test_exit_code_is_the_status_at_the_last_prompt(command: str, code: int) -> None:
+    for transport in ("tmux", "tmux-safe", "raw"):
+        d, _ = deliver(transport, command)
+        assert d.execution is not None and d.execution.exit_code == code, transport
+
+
+def test_the_pane_shell_has_the_sandboxs_environment_and_no_hooks_leak() -> None:
+    d, files = deliver("tmux", "env > out.txt; echo \"$PWD $HOME\" >> out.txt")
+    env = (files["out.txt"] or "").splitlines()
+    assert env[-1] == "/sandbox/work /sandbox/home"
+    names = {line.split("=", 1)[0] for line in env[:-1]}
+    assert {"PATH", "LANG", "TZ", "TMUX", "TMUX_PANE"} <= names
+    assert not names & {"PS0", "PS1", "PS2", "PROMPT_COMMAND", "HISTFILE"}
+    assert not [n for n in names if "KEY" in n or "TOKEN" in n]
+
+
+# -- nothing outlives the call -------------------------------------------------------------------
+
+def test_the_server_and_everything_in_the_pane_are_gone_after_the_call() -> None:
+    d, _ = deliver("tmux", "nohup setsid sleep 1013 >/dev/null 2>&1 & disown; echo hello world > out.txt")
+    assert d.execution is not None and d.execution.exit_code == 0
+    assert tmux_processes() == [] and tmux_processes("sleep 1013") == []
+
+
+def test_a_command_that_never_returns_times_out_within_the_sandbox_timeout() -> None:
+    limits = Limits(timeout_s=3)
+    for transport in ("tmux", "tmux-safe"):
+        start = time.monotonic()
+        d, _ = deliver(transport, "sleep 1017", limits)
+        took = time.monotonic() - start
+        assert d.execution is not None and d.execution.timed_out and d.execution.exit_code is None
+        assert d.execution.limit_hit == "time" and d.received == "sleep 1017"
+        assert took < limits.timeout_s + 1.5, took
+        assert tmux_processes() == [] and tmux_processes("sleep 1017") == []
+
+
+# -- the record is hostile input too ---------------------------------------------------------------
+
+def test_a_record_replaced_by_a_fifo_does_not_block_the_host() -> None:
+    start = time.monotonic()
+    d, _ = deliver("tmux", "rm -f ../meta/tmux-1/events; mkfifo ../meta/tmux-1/events; echo x", Limits(timeout_s=3))
+    assert time.monotonic() - start < 4.5
+    assert d.received is None and d.received_note == "bash's record was not read: tmux-1/events: is a FIFO, not a regular file"
+
+
+def test_a_record_replaced_by_a_symlink_is_not_followed() -> None:
+    d, _ = deliver("tmux", "ln -sf /etc/hostname ../meta/tmux-1/events")
+    assert d.received is None
+    assert d.received_note == "bash's record was not read: tmux-1/events: is a symlink, not a regular file"
+
+
+def test_parse_events() -> None:
+    def c(entry: bytes) -> bytes:
+        return b"C %d\n%s\n" % (len(entry), entry)
+    log = (b"P 0\n" + c(b"    1  false") + b"P 1\nP 1\nW\nW\n" + c(b"    2  cat <<E\nx\n\nE") + b"P 0\n"
+           + c(b"    3* exit 3") + b"X 3\n")
+    rec = parse_events(log)
+    assert rec.lines == ["false", "", "cat <<E\nx\n\nE"] and rec.pending == ["exit 3"]
+    assert rec.status == 0 and rec.exited == 3 and not rec.malformed and rec.prompted
+    bad = parse_events(b"P 0\nC 999\n    1  x\n")
+    assert bad.malformed and bad.lines == [] and bad.prompted
+    assert parse_events(b"P 0\nW\n").at_continuation
+
+
+# -- the fix ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["echo one > out.txt;", "echo \"x !! y\" > out.txt",
+                                     "printf 'a\\tb|\tc' > out.txt", "Enter",
+                                     "cat > out.txt <<'EOF'\n a\\\n\tb\nEOF\n"])
+def test_tmux_safe_reproduces_raw(command: str) -> None:
+    raw, raw_files = deliver("raw", command)
+    safe, safe_files = deliver("tmux-safe", command)
+    assert safe.received == command and safe.transport_error is None
+    assert safe_files == raw_files
+    assert safe.execution and raw.execution and safe.execution.exit_code == raw.execution.exit_code
