@@ -166,9 +166,10 @@ class Campaign:
         replies = _load_replies(self.out / "replies.jsonl")
         label = self.provider.config.label
         done = {_done_key(_label(r.get("config")), r, r.get("transport"))
-                for r in read_jsonl(self.out / "results.jsonl", warn=None)} if (self.out / "results.jsonl").exists() else set()
+                for r in read_jsonl(self.out / "results.jsonl", warn=None)
+                if same_axes(r, self.plan)} if (self.out / "results.jsonl").exists() else set()
         key = config_key(self.provider)
-        work = [(t, c, d, reply_id_for(key, t.id, c, d))
+        work = [(t, c, d, reply_id_for(key, task_key(t), c, d))
                 for t in self.plan.tasks for c in self.plan.contracts for d in range(self.plan.draws)]
         to_generate = [w for w in work if w[3] not in replies]
         self.outcome.reused = len(work) - len(to_generate)
@@ -270,6 +271,21 @@ class Campaign:
                 doc = await native.execute(task.id, command, transport)
                 return _native_record(doc, fields)
             return await execute(task, transport, command, **fields)
+
+
+def task_key(task: Task) -> str:
+    """What names a task in a reply key: its id, prefixed by its suite unless that is the public one (so the
+    keys of public campaigns stay as they were, and a generated suite's replies are never reused for another)."""
+    return task.id if task.suite == "public" else f"{task.suite}/{task.id}"
+
+
+def same_axes(record: dict[str, Any], plan: Plan) -> bool:
+    """Whether a results line was made in this run's suite and userland (only those settle its work: the same
+    reply is executed again under another userland)."""
+    from transports.sandbox import default_userland
+
+    suite = plan.tasks[0].suite if plan.tasks else "public"
+    return (record.get("suite", "public"), record.get("userland", "gnu")) == (suite, default_userland())
 
 
 def _describe(e: BaseException) -> str:

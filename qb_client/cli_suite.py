@@ -12,6 +12,7 @@ from rich.text import Text
 from tasks.load import get_task, select, suite
 
 from .cli_app import JSON_OPT, app, tasks_app, transports_app
+from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
 from .console import err, fail, human, out, print_json, record_table, safe, safe_text
 
 
@@ -19,15 +20,17 @@ from .console import err, fail, human, out, print_json, record_table, safe, safe
 
 
 @tasks_app.command("list")
-def tasks_list(as_json: bool = JSON_OPT) -> None:
+def tasks_list(as_json: bool = JSON_OPT, suite_opt: str = SUITE_OPT) -> None:
     """Every task: id, family, tier, instruction."""
+    apply_suite(suite_opt)
     ts = suite()
     if as_json:
-        print_json([{"id": t.id, "family": t.family, "tier": t.tier, "instruction": t.instruction} for t in ts])
+        print_json([{"id": t.id, "family": t.family, "tier": t.tier, "instruction": t.instruction, "suite": t.suite}
+                    for t in ts])
         return
     from rich.table import Table
 
-    table = Table("id", "operation", "payload", title=f"{len(ts)} tasks")
+    table = Table("id", "operation", "payload", title=f"{len(ts)} tasks (suite {safe(ts[0].suite)})")
     for t in ts:
         table.add_row(safe(t.id), safe(t.operation),
                       Text(safe(", ".join(f"{k}={' '.join(human(v).split())}" for k, v in t.payload.items())),
@@ -36,11 +39,13 @@ def tasks_list(as_json: bool = JSON_OPT) -> None:
 
 
 @tasks_app.command("show")
-def tasks_show(task_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JSON_OPT) -> None:
+def tasks_show(task_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JSON_OPT,
+               suite_opt: str = SUITE_OPT) -> None:
     """One task whole: instruction, payload, fixture, checks, reference solutions."""
+    apply_suite(suite_opt)
     t = get_task(task_id)
     doc = {
-        "id": t.id, "family": t.family, "tier": t.tier, "operation": t.operation, "instruction": t.instruction,
+        "id": t.id, "suite": t.suite, "family": t.family, "tier": t.tier, "operation": t.operation, "instruction": t.instruction,
         "payload": t.payload,
         "fixture": [{"path": f.path, "mode": f"{f.mode:o}", "source": f.source, "bytes": len(f.text or "")}
                     for f in t.fixture.files] + [{"dir": d} for d in t.fixture.dirs]
@@ -96,10 +101,13 @@ def _fields(fields: dict, indent: int = 2) -> Text:
 
 @tasks_app.command("check")
 def tasks_check(as_json: bool = JSON_OPT,
-                tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated.")) -> None:
+                tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated."),
+                suite_opt: str = SUITE_OPT, userland: str = USERLAND_OPT) -> None:
     """Every task's reference solutions on their paths, and every near-miss state rejected."""
     from .checking import check_suite
 
+    suite_id = apply_suite(suite_opt)
+    apply_userland(userland)
     chosen = select(tasks)
     if as_json:
         results = anyio.run(check_suite, chosen)
@@ -113,7 +121,7 @@ def tasks_check(as_json: bool = JSON_OPT,
     nm = sum(r.near_misses for r in results)
     nm_ok = sum(r.near_misses_rejected for r in results)
     if as_json:
-        print_json({"tasks": len(results), "ok": good, "near_misses": nm, "near_misses_rejected": nm_ok,
+        print_json({"suite": suite_id, "userland": userland, "tasks": len(results), "ok": good, "near_misses": nm, "near_misses_rejected": nm_ok,
                     "results": [r.as_json() for r in results]})
     else:
         from rich.table import Table
@@ -127,8 +135,34 @@ def tasks_check(as_json: bool = JSON_OPT,
         for r in results:
             for p in r.problems:
                 out.print(Text(r.task_id, style="red") + safe_text(f": {p}"))
-        out.print(f"{good}/{len(results)} tasks hold; {nm_ok}/{nm} near misses rejected")
+        out.print(f"{good}/{len(results)} tasks hold; {nm_ok}/{nm} near misses rejected "
+                  f"(suite {safe(suite_id)}, userland {userland})")
     raise typer.Exit(0 if good == len(results) else 1)
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    seed: str = typer.Option(..., "--seed", help="The secret that draws the split (any text). Keep it private."),
+    out_dir: Path = typer.Option(Path("quotebench-private"), "--out",
+                                 help="Directory for the suite (made if missing; its parent must exist; must be "
+                                      "empty or hold this same suite). The default is in .gitignore."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """A held-out payload split: the same families, fixtures and validators, new payloads from the seed."""
+    from tasks.generate import GENERATOR_VERSION, OutputError, write
+
+    try:
+        suite_id = write(seed, out_dir)
+    except OutputError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"--out {safe(str(out_dir))}: cannot write: {e.strerror or e}")
+    if as_json:
+        print_json({"suite": suite_id, "out": str(out_dir), "generator_version": GENERATOR_VERSION})
+        return
+    out.print(safe_text(f"wrote suite {suite_id} (56 tasks) to {out_dir}"))
+    err.print(safe_text(f"check it: quotebench tasks check --suite {out_dir}; never commit it (the seed and the "
+                        "files are the secret)"))
 
 
 # ---------------------------------------------------------------- transports
@@ -184,10 +218,15 @@ def exec_cmd(
     command: Optional[str] = typer.Option(None, "--command", help="The command R."),
     command_file: Optional[Path] = typer.Option(None, "--command-file", help="Read R from this file, verbatim."),
     as_json: bool = JSON_OPT,
+    suite_opt: str = SUITE_OPT,
+    userland: str = USERLAND_OPT,
 ) -> None:
     """One command through one transport in a fresh sandbox of that task; prints one record."""
     from transports.execute import execute
     from transports.registry import validate_name
+
+    apply_suite(suite_opt)
+    apply_userland(userland)
 
     if (command is None) == (command_file is None):
         fail("give exactly one of --command, --command-file")

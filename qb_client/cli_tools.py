@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from .cli_app import JSON_OPT, app
+from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
 from .console import OUTPUT_RULE, check_output_file, err, fail, out, print_json
 
 
@@ -27,10 +28,15 @@ def serve_cmd(
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Serve even where no sandbox isolation is available."),
+    suite_opt: str = SUITE_OPT,
+    userland: str = USERLAND_OPT,
 ) -> None:
     """The MCP tool server: one shell tool, `bash`, whose calls go through the transport into a sandbox."""
     from qb_server.app import serve
     from transports.sandbox import isolation_refusal
+
+    apply_suite(suite_opt)
+    apply_userland(userland)
 
     if not allow_no_isolation and (why := isolation_refusal("serve")):
         fail(why)

@@ -144,7 +144,9 @@ def load_replies(path: Path) -> list[StoredReply]:
         own_id = str(own_id) if own_id not in (None, "") else None
         if not dups.keep(n, obj, own_id, (config.label, task_id, contract, draw)):
             continue
-        rid = own_id or reply_id_for(task_id, reply_text or "", f"{config.label}\0{contract}\0{draw}")
+        suite_id = get_task(task_id).suite
+        salt = f"{config.label}\0{contract}\0{draw}" + (f"\0{suite_id}" if suite_id != "public" else "")
+        rid = own_id or reply_id_for(task_id, reply_text or "", salt)
         usage = Usage.model_validate(obj.get("usage") or {}) if isinstance(obj.get("usage"), dict) else Usage()
         timing = obj.get("timing") if isinstance(obj.get("timing"), dict) else {}
         replies.append(StoredReply(str(rid), task_id, contract, draw, config, reply_text or "", command, reason,
@@ -159,12 +161,22 @@ def load_replies(path: Path) -> list[StoredReply]:
 
 
 def done_keys(out: Path) -> set[tuple[str, str]]:
-    """(reply_id, transport) pairs already recorded in ``out``. A torn last line is ignored (the writer
-    removes it, saying so); any other bad line is :class:`StoreError`. Harness-error records are ignored too:
-    a rerun tries them again."""
+    """(reply_id, transport) pairs already recorded in ``out`` under the active suite and userland (a record
+    made under another one settles nothing here). A torn last line is ignored (the writer removes it, saying
+    so); any other bad line is :class:`StoreError`. Harness-error records are ignored too: a rerun tries them
+    again."""
     if not out.exists():
         return set()
-    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out, warn=None) if not is_harness_error(r)}
+    return {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(out, warn=None)
+            if not is_harness_error(r) and same_axes(r)}
+
+
+def same_axes(record: dict[str, Any]) -> bool:
+    """Whether a record was made in the active suite and userland (``--suite``, ``--userland``)."""
+    from tasks.load import suite
+    from transports.sandbox import default_userland
+
+    return (record.get("suite", "public"), record.get("userland", "gnu")) == (suite()[0].suite, default_userland())
 
 
 def is_harness_error(record: dict[str, Any]) -> bool:

@@ -47,7 +47,7 @@ _dirs: dict[str, Path] = {}
 def busybox_path() -> str:
     found = shutil.which("busybox", path=SYSTEM_PATH)
     if found is None:
-        raise UserlandError("--userland busybox: busybox is not installed (Debian: apt-get install busybox)")
+        raise UserlandError("busybox is not installed (Debian: apt-get install busybox)")
     return found
 
 

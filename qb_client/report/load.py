@@ -140,7 +140,7 @@ def read_results(path: str | os.PathLike[str], warn: Warn = _stderr) -> list[dic
 def execution_key(rec: dict[str, Any]) -> tuple[Any, ...]:
     """What makes two records the same execution (see the module docstring; MCP records add their reply_id)."""
     key: tuple[Any, ...] = (config_label(rec["config"]), rec["contract"], rec["transport"], rec["task_id"],
-                            rec["draw"])
+                            rec["draw"], rec.get("suite", "public"), rec.get("userland", "gnu"))
     if rec["config"].get("provider") == "mcp":
         key += (rec["reply_id"],)
     return key

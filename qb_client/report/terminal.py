@@ -273,6 +273,12 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
         console.print()
     for part in _ranks(doc):
         console.print(part.fit(console) if isinstance(part, Grid) else part)
+    for s in doc.get("strata") or []:  # suites and userlands are compared within, never pooled
+        ra = s["rank_agreement"]
+        what = (f"Kendall tau-b (RR vs NN) = {fmt.tau_interval(ra)}, selection regret {fmt.pts(s['selection_regret'])} points"
+                if ra.get("kendall_tau_b") is not None else f"not computed: {ra.get('reason') or NEEDS_TWO}")
+        console.print(_t(f"Suite {s['suite']}, userland {s['userland']} ({len(s['configs'])} config(s)): "
+                         f"rank agreement {what}."))
     console.print()
     for part in _contracts(configs):
         console.print(part.fit(console))

@@ -1,0 +1,52 @@
+"""``--suite`` and ``--userland``: the two environment axes every command that takes tasks accepts.
+
+Both are set once per process before anything loads a task or builds a sandbox
+(like ``--memory``): ``--suite`` makes a directory of family files the suite that
+every task lookup uses (:func:`tasks.load.use_suite`), ``--userland`` the userland
+every sandbox gets (:func:`transports.sandbox.set_default_userland`). Records
+carry both (``suite``, ``userland``), and the report never pools them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .console import fail
+
+SUITE_OPT = typer.Option("public", "--suite", metavar="public|DIR",
+                         help="The task suite: the public one, or a directory written by `tasks generate`.")
+USERLAND_OPT = typer.Option("gnu", "--userland", metavar="gnu|busybox",
+                            help="Whose coreutils, sed, grep, find ... commands get (busybox: Debian's busybox applets).")
+
+
+def apply_suite(value: str) -> str:
+    """Make ``value`` the active suite; its id. A bad directory or family file is one line, exit 2."""
+    from tasks.load import TaskFileError, suite, use_suite
+
+    if value == "public":
+        use_suite(None)
+    else:
+        d = Path(value)
+        if not d.is_dir():
+            fail(f"--suite {value}: not a directory (give 'public' or a directory written by `tasks generate`)")
+        if not any(d.glob("*.toml")):
+            fail(f"--suite {value}: holds no family files (*.toml); write one with `quotebench tasks generate`")
+        use_suite(d.resolve())
+    try:
+        tasks = suite()
+    except TaskFileError as e:
+        fail(f"--suite {value}: {e}")
+    return tasks[0].suite
+
+
+def apply_userland(value: str) -> str:
+    from transports.sandbox import set_default_userland
+    from transports.userland import UserlandError
+
+    try:
+        set_default_userland(value)
+    except UserlandError as e:
+        fail(f"--userland: {e}")
+    return value
