@@ -70,6 +70,15 @@ def test_without_l_tmux_reads_key_names_and_options(command: str, received: str 
     assert d.execution.exit_code == code and d.execution.stderr.text == said
 
 
+def test_a_command_longer_than_a_tmux_message_is_refused_by_tmux() -> None:
+    command = "echo " + "x" * 20000 + " > out.txt"
+    d, files = deliver("tmux", command)
+    assert d.received is None and d.execution is not None and d.execution.stderr.text == "command too long\n"
+    assert files["out.txt"] is None
+    safe, safe_files = deliver("tmux-safe", command)
+    assert safe.received == command and safe_files["out.txt"] == "x" * 20000 + "\n"
+
+
 def _keystrokes(args: list[str], command: str) -> str:
     """What the real tmux types for ``send-keys -t qb ARGS``: a capture program in bash's place (a raw-mode
     terminal read up to the Enter key), run inside the sandbox like the path itself."""

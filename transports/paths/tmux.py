@@ -11,7 +11,8 @@ The route
       ``\\;`` at the end becomes ``;``. So ``echo two;`` makes ``Enter`` a command of its own,
       tmux answers ``unknown command: Enter`` and types nothing. Without ``-l`` an argument
       that names a key (``Enter``, ``C-c``, ``Up``) is that key, and one starting with ``-``
-      is taken as options.
+      is taken as options. A command line longer than a tmux message (about 16 KiB) is refused
+      (``command too long``).
     * readline, in the interactive bash: a tab asks for completion, control characters edit
       the line.
     * the interactive bash: history expansion of ``!`` is on; a multi-line R arrives line by
@@ -26,7 +27,9 @@ The component, all real, inside the sandbox
     and working directory (``HISTFILE=/dev/null``; history expansion stays on). When the first
     prompt is up and readline has the terminal (``stty -icanon``), the driver sends the keys,
     waits until bash is idle (a prompt with no typed input left: ``read -t 0``, then ``tmux
-    wait-for``) or the time is up, captures the pane and kills the server.
+    wait-for``) or the time is up, captures the pane and kills the server. When bash answered
+    fewer prompts than R has lines, the driver waits until the record stops moving for 50 ms:
+    a line may have been read as data, or a long R may not all be in the pty yet.
 
 ``received``: bash's own record of what it executed
     The prompts carry the record, so nothing is typed that the agent did not type:
@@ -99,7 +102,16 @@ if [ "$mode" = keys ]; then t send-keys -t qb "$text" Enter 2>"$d/tmux-err"
 else t send-keys -t qb -l "$text" \; send-keys -t qb Enter 2>"$d/tmux-err"; fi
 rc=$?
 if [ $rc != 0 ]; then state="send-failed $rc"
-else timeout "$(left)" tmux -S "$S" wait-for qb-idle; case $? in 0) state=idle;; 124) state=timeout;; *) state=gone;; esac
+else
+  nl=${text//[!$'\n']/}; want=$(( ${#nl} + 2 ))  # the first prompt, then one prompt per typed line
+  for _ in 1 2 3 4; do
+    timeout "$(left)" tmux -S "$S" wait-for qb-idle; case $? in 0) state=idle;; 124) state=timeout;; *) state=gone;; esac
+    [ "$state" = idle ] && [ "$mode" = keys ] && [ -f "$E" ] && [ ! -L "$E" ] || break  # never read a FIFO
+    (( $(grep -c '^[PW]' "$E") >= want )) && break
+    # fewer prompts than typed lines: a line was read as data, or tmux had not written all the keys yet
+    # when bash looked (a long R fills the pty); idle only if nothing moves for a moment
+    size=$(stat -c %s "$E"); sleep 0.05; [ "$(stat -c %s "$E")" = "$size" ] && break
+  done
 fi
 t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
 t kill-server 2>/dev/null
