@@ -218,6 +218,16 @@ def test_a_record_replaced_by_a_symlink_is_not_followed() -> None:
     assert d.received_note == "bash's record was not read: tmux-1/events: is a symlink, not a regular file"
 
 
+def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:
+    """The command writes the driver's report itself and kills the driver (inside the sandbox's pid namespace)."""
+    command = 'echo "send-failed 7" > ../meta/tmux-1/status; echo hello world > out.txt; pkill -9 -f "^bash -c .*qb-idle"'
+    d, files = deliver("tmux", command)
+    assert files["out.txt"] == "hello world\n" and d.transport_error is None
+    assert d.received == command and d.execution is not None and d.execution.exit_code is None
+    assert d.received_note == "the driver's report was missing or unreadable (the command interfered with it?)"
+    assert tmux_processes() == []
+
+
 def test_parse_events() -> None:
     def c(entry: bytes) -> bytes:
         return b"C %d\n%s\n" % (len(entry), entry)

@@ -246,22 +246,25 @@ class Tmux:
         timed_out = ex.timed_out or state == "timeout"
         run = replace(ex, stdout=screen, stderr=Stream(text=tmux_said), timed_out=timed_out,
                       limit_hit="time" if timed_out else ex.limit_hit)
-        if state.startswith("send-failed"):
-            run.exit_code = int(state.split()[1])
+        failed = re.fullmatch(r"send-failed (\d{1,3})", state)
+        if failed and not rec.lines and not rec.pending:
+            run.exit_code = int(failed.group(1))
             return Delivery(received=None, execution=run, received_note="tmux refused the send-keys command: "
                             "nothing was typed")
-        if not state and not ex.timed_out:
-            return Delivery(received=None, execution=None, transport_error=f"{self.name}: the tmux driver did not "
-                            f"finish ({ex.stderr.text.strip()[:200] or 'no report'})")
-        if state.startswith("start"):
-            return Delivery(received=None, execution=None, transport_error=f"{self.name}: tmux did not start: "
-                            f"{tmux_said.strip()[:200] or state}")
+        if state.startswith("start") or (state not in ("idle", "timeout", "gone") and not rec.prompted
+                                          and not rec.refused):
+            why = tmux_said.strip()[:200] or state or ex.stderr.text.strip()[:200] or "no report"
+            return Delivery(received=None, execution=None, transport_error=f"{self.name}: tmux did not start: {why}")
+        if state not in ("idle", "timeout", "gone") and not ex.timed_out:
+            notes.append("the driver's report was missing or unreadable (the command interfered with it?)")
         lines = rec.lines + (["\n".join(rec.pending)] if rec.pending else [])
         received = "\n".join(lines) if rec.prompted else None  # None: bash never came to its first prompt
         if timed_out:
             run.exit_code = None
         elif rec.exited is not None:
             run.exit_code = rec.exited
+        elif rec.pending:
+            run.exit_code = None  # the last command never came back to a prompt
         elif rec.at_continuation:
             run.exit_code = None
             notes.append("bash was left at its continuation prompt (PS2): the last command was incomplete and "
