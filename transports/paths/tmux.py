@@ -52,7 +52,7 @@ The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
     and stderr merged); ``stderr`` is what tmux said to the harness. ``exit_code`` is ``$?``
     at the last prompt, or the interactive shell's status if it exited; ``None`` when the time
-    ran out or bash was left waiting at PS2.
+    ran out, bash was left waiting at PS2, or the last command never came back to a prompt.
 
 The fix, ``tmux-safe``
     The host writes R to a file in ``meta/`` (not through the pane) and the harness types only
