@@ -64,7 +64,7 @@ def test_the_inner_shell_cannot_reach_the_channel(transport: str) -> None:
 
 def test_a_message_from_the_outer_expansion_is_not_taken_for_the_boundary() -> None:
     # the outer shell runs $(...) in a subshell that holds the channel: its message fails verification
-    record = run("nested", "$(printf shim >&9; read -r _ <&9)echo hello > out.txt")
+    record = run("nested", "$(printf shim >&9; kill -STOP $BASHPID)echo hello > out.txt")
     assert record.received == "echo hello > out.txt"
     assert record.received_note and "failed verification" in record.received_note
 

@@ -71,7 +71,7 @@ def enter_script(hash_line: str) -> str:
             f"unset {CHANNEL_ENV} {FINAL_ENV} BASH_ENV\n")
 
 
-ANNOUNCE = f"{{ printf shim >&{CHANNEL_FD} && read -r _ <&{CHANNEL_FD}; }} 2>/dev/null\nexec {CHANNEL_FD}>&-\n"
+ANNOUNCE = f"{{ printf shim >&{CHANNEL_FD} && kill -STOP $$; }} 2>/dev/null\nexec {CHANNEL_FD}>&-\n"
 """What a program the outer shell starts says on the channel before it becomes itself (sh and bash alike)."""
 
 ENTER = enter_script(f'hash -p "${{BASH_ENV%/*}}/${{{FINAL_ENV}:-bash}}" "${{{FINAL_ENV}:-bash}}"')

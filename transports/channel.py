@@ -17,12 +17,13 @@ Protocol (see :mod:`transports.capture` for the shell side)
     1. The outer shell's ``BASH_ENV`` file, which runs before any of the outer
        program, sends ``outer``: the first message's pid is the outer shell.
     2. The capture shim, run where the outer program says ``bash``, sends ``shim``
-       and waits for one byte back. On that message the host reads the *kernel's*
+       and stops itself (SIGSTOP). Once it is stopped the host reads the *kernel's*
        view of the sender: ``/proc/PID/exe`` must be bash, ``/proc/PID/cmdline``
        must be ``bash -p SHIM ARGS...`` and its environment must not preload code
        (``LD_PRELOAD``, ``LD_AUDIT``, ``LD_LIBRARY_PATH``); ``received`` is taken
        from ``ARGS`` as the kernel holds them, not from anything the shim says.
-       Only then does the host answer, and the shim closes the channel and execs
+       Only then does the host resume it (SIGCONT, addressed to that pid: several shims
+       announcing at once cannot take each other's answer), and the shim closes the channel and execs
        the real bash, so the inner shell and everything R runs there never hold it.
     3. A sender that is neither the outer shell (the boundary, exec'd in place) nor
        one of its children (a paste split at ``&`` or ``;`` forked it) is ignored,
@@ -45,6 +46,7 @@ Residual risk (documented in docs/sandbox.md)
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -86,6 +88,25 @@ def _read_proc(pid: int, name: str, cap: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+STOP_WAIT_S = 2.0
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (state T), or gone (nothing to wait for)."""
+    stat = _read_proc(pid, "stat", 4096)
+    if stat is None:
+        return True
+    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+    return state in (b"T", b"t", b"Z", b"X", b"")
+
+
+def _resume(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
 
 
 def _ppid(pid: int) -> int | None:
@@ -139,68 +160,86 @@ class ReceivedChannel:
 
     async def serve(self) -> None:
         """Answer messages until cancelled (the caller cancels when the run is over)."""
-        while True:
-            await anyio.wait_readable(self._host)
-            self.drain()
+        async with anyio.create_task_group() as tg:
+            while True:
+                await anyio.wait_readable(self._host)
+                for pid, where in self._receive():
+                    tg.start_soon(self._inspect, pid, where)
 
     def drain(self) -> None:
-        """Handle every message waiting now, without blocking."""
+        """Handle every message waiting now, without blocking (after the run: its senders are gone)."""
+        for pid, where in self._receive():
+            if where is not None:
+                self._take(pid, where)
+            _resume(pid)
+
+    def _receive(self) -> list[tuple[int, list | None]]:
+        """Read what is waiting: every shim message as (pid, where its argv belongs, or None: only to be
+        resumed once it has stopped, never before, or it would stop for good)."""
+        todo: list[tuple[int, list | None]] = []
         while True:
             try:
                 msg, anc, _flags, _addr = self._host.recvmsg(64, socket.CMSG_SPACE(_CREDS))
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                return
+            except OSError:  # BlockingIOError: nothing more now
+                return todo
             pid = None
             for level, kind, data in anc:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _CREDS:
                     pid = struct.unpack("3i", data[:_CREDS])[0]
             if not msg and pid is None:
-                return
-            self._handle(pid, msg)
+                return todo
+            where = self._classify(pid, msg)
+            if msg == b"shim" and pid:
+                todo.append((pid, where))
 
-    def _handle(self, pid: int | None, msg: bytes) -> None:
+    def _classify(self, pid: int | None, msg: bytes) -> list | None:
+        """Where a message's argv would go (the boundary or the forked list), or None to leave it."""
         cap = self.capture
         if cap.outer_pid is None:
             if msg == b"outer" and pid:
                 cap.outer_pid = pid
             else:
                 cap.ignored.append("the channel's first message did not come from the outer shell")
-            return
+            return None
+        if msg != b"shim":
+            if len(cap.ignored) < MAX_MESSAGES:
+                cap.ignored.append(f"an unexpected message from pid {pid}")
+            return None
+        if pid is None:
+            cap.ignored.append("a message without the sender's credentials")
+            return None
+        if pid == cap.outer_pid:  # at most one shell can be exec'd in the outer shell's place
+            return cap.boundary
+        self._seen += 1
+        if self._seen > MAX_MESSAGES:
+            if self._seen == MAX_MESSAGES + 1:
+                cap.ignored.append(f"more than {MAX_MESSAGES} shells were forked; the rest were not inspected")
+            return None
+        if _ppid(pid) != cap.outer_pid:
+            return None  # a bash run deeper inside the outer expansion: not at the boundary
+        return cap.forked
+
+    async def _inspect(self, pid: int, where: list | None) -> None:
+        """Wait until the announcer has stopped itself (so its argv is the shim's, whatever other shims
+        do meanwhile), read it from /proc, then let it go on. Each announcer is resumed by its own pid:
+        no shared answer another one could take."""
         try:
-            if msg != b"shim":
-                if len(cap.ignored) < MAX_MESSAGES:
-                    cap.ignored.append(f"an unexpected message from pid {pid}")
-                return
-            if pid is None:
-                cap.ignored.append("a message without the sender's credentials")
-                return
-            if pid == cap.outer_pid:  # at most one shell can be exec'd in the outer shell's place
-                where = cap.boundary
-            else:
-                self._seen += 1
-                if self._seen > MAX_MESSAGES:
-                    if self._seen == MAX_MESSAGES + 1:
-                        cap.ignored.append(f"more than {MAX_MESSAGES} shells were forked; the rest were not inspected")
-                    return
-                if _ppid(pid) != cap.outer_pid:
-                    return  # a bash run deeper inside the outer expansion: not at the boundary
-                where = cap.forked
-            argv, why = self._verified_argv(pid)
-            if argv is None:
-                cap.ignored.append(f"a capture message from pid {pid} failed verification: {why}")
-                return
-            if where is cap.boundary:
-                cap.boundary.append(argv)
-            else:
-                cap.forked.append((pid, argv))
+            with anyio.move_on_after(STOP_WAIT_S):
+                while not _stopped(pid):
+                    await anyio.sleep(0.0002)
+            if where is not None:
+                self._take(pid, where)
         finally:
-            if msg == b"shim":
-                try:
-                    self._host.send(b"\n")
-                except OSError:
-                    pass
+            _resume(pid)
+
+    def _take(self, pid: int, where: list) -> None:
+        argv, why = self._verified_argv(pid)
+        if argv is None:
+            self.capture.ignored.append(f"a capture message from pid {pid} failed verification: {why}")
+        elif where is self.capture.boundary:
+            self.capture.boundary.append(argv)
+        else:
+            self.capture.forked.append((pid, argv))
 
     def _verified_argv(self, pid: int) -> tuple[list[bytes] | None, str]:
         """The shim's arguments as the kernel holds them, or None and why not."""

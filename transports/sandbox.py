@@ -99,7 +99,7 @@ from tasks.schema import Task
 
 from tasks.safefs import remove_tree
 
-from . import cgroups, diskcap, userland as userlands
+from . import cgroups, diskcap, reaper, userland as userlands
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
@@ -353,13 +353,14 @@ class Sandbox:
         """A fresh sandbox; ``task`` fills the working directory with its fixture; ``userland`` defaults to
         the process-wide one (:func:`set_default_userland`)."""
         iso = isolation or isolation_available()
+        ul = userlands.check(userland or default_userland())  # an unknown one: nothing is made
         if iso == "none":
             _warn_once()
         sweep_leftovers()
         box: Sandbox | None = None
         try:
             root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-")).resolve()
-            box = cls(root, limits or Limits(), iso, userland or default_userland())
+            box = cls(root, limits or Limits(), iso, ul)
             box.mounted = diskcap.mount(root, box.limits.disk)
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
@@ -379,28 +380,37 @@ class Sandbox:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def close(self) -> None:
-        """Kill what is left, drop the tree (a tmpfs is detached whole); never raises, idempotent."""
+    def close(self, *, wait: bool = True) -> None:
+        """Kill what is left, drop the tree (a tmpfs is detached whole); never raises, idempotent.
+
+        ``wait=False`` (what the context managers do) leaves the removal to the cleanup thread
+        (:mod:`transports.reaper`): nothing of the sandbox runs any more when this returns, but its
+        files and groups may still exist for a few milliseconds."""
         if self.closed:
             return
         self.closed = True
-        try:
-            cgroups.remove(self.cgroup)
-        except Exception:  # noqa: BLE001 - cleanup must never take a caller down
-            pass
-        _discard(self.root, self.mounted)
+        cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
+        group, root, mounted = self.cgroup, self.root, self.mounted
+
+        def remove() -> None:
+            cgroups.remove(group)
+            _discard(root, mounted)
+        if wait:
+            remove()
+        else:
+            reaper.later(remove)
 
     def __enter__(self) -> "Sandbox":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(wait=False)
 
     async def __aenter__(self) -> "Sandbox":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        self.close(wait=False)
 
     # -- helpers for transports ----------------------------------------------
 
@@ -515,7 +525,8 @@ class Sandbox:
                 code = await proc.wait()
                 await proc.aclose()
             oom = cgroups.oom_killed(group)
-            cgroups.remove(group)
+            cgroups.kill_all(group)
+            reaper.later(lambda: cgroups.remove(group))
         exit_code = None if timed_out else _exit_code(code)
         hit: LimitHit | None = None
         if timed_out:
