@@ -9,7 +9,6 @@ and real bash, each bounded in time so that a regression fails instead of hangin
 from __future__ import annotations
 
 import subprocess
-import threading
 
 import anyio
 import pytest
@@ -18,23 +17,16 @@ from tasks.load import get_task
 from transports.execute import execute
 from transports.sandbox import Limits
 
+from bounded import bounded
+
 LIMITS = Limits(timeout_s=4)
 TASK = get_task("file-write/control")
 INNER = ("nested", "nested-single", "escaped")
 
 
 def run(transport: str, command: str, budget_s: float = 30.0):
-    """execute() in a thread with a hard deadline: a hang is a failure, not a stuck suite."""
-    box: dict = {}
-
-    def go() -> None:
-        box["record"] = anyio.run(lambda: execute(TASK, transport, command, limits=LIMITS))
-
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    t.join(budget_s)
-    assert not t.is_alive(), f"the harness did not answer within {budget_s} s"
-    return box["record"]
+    """execute() with a hard deadline: a hang is a failure, not a stuck suite."""
+    return bounded(lambda: anyio.run(lambda: execute(TASK, transport, command, limits=LIMITS)), budget_s)
 
 
 def real_inner(outer: str) -> str:

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,24 +14,11 @@ import pytest
 
 from tasks.safefs import UnsafeRead, list_under, lstat_under, read_capped, read_under, remove_tree, walk
 
+from bounded import bounded as _bounded
+
 
 def bounded(fn: Callable[[], Any], seconds: float = 20.0) -> Any:
-    """Run ``fn`` in a daemon thread; fail (instead of hanging the suite) if it does not return in time."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"did not return within {seconds} s (blocked?)"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+    return _bounded(fn, seconds)
 
 
 def deep_tree(base: Path, levels: int) -> Path:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -18,6 +17,8 @@ from tasks.fixture import git_env, materialize
 from tasks.safefs import remove_tree
 from tasks.schema import Task
 from tasks.validate import MAX_DETAIL, CheckResult, Verdict, validate
+
+from bounded import bounded as _bounded
 
 MESSAGE = "Add retry\n\nRetry 3 times.\n"
 
@@ -183,22 +184,7 @@ SECRET = "host secret 7f3a\n"
 
 
 def bounded(fn: Callable[[], Any], seconds: float = 60.0) -> Any:
-    """Run ``fn`` in a daemon thread; fail (instead of hanging the suite) if it does not return in time."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"did not return within {seconds} s (blocked?)"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+    return _bounded(fn, seconds)
 
 
 def deep_tree(base: Path, levels: int, name: str = "d") -> None:
