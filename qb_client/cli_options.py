@@ -17,8 +17,9 @@ from .console import fail
 
 SUITE_OPT = typer.Option("public", "--suite", metavar="public|DIR",
                          help="The task suite: the public one, or a directory written by `tasks generate`.")
-USERLAND_OPT = typer.Option("gnu", "--userland", metavar="gnu|busybox",
-                            help="Whose coreutils, sed, grep, find ... commands get (busybox: Debian's busybox applets).")
+USERLAND_OPT = typer.Option("gnu", "--userland", metavar="gnu|busybox|uutils",
+                            help="Whose coreutils, sed, grep, find ... commands get (busybox: Debian's busybox applets; "
+                                 "uutils: the Rust coreutils, with GNU sed, grep, find).")
 
 
 def apply_suite(value: str) -> str:

@@ -71,7 +71,7 @@ def _program(name: str) -> Callable[[], bool]:
     return found
 
 
-PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
+PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "coreutils": "rust-coreutils", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
             "tmux": "tmux"}
 
 COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {

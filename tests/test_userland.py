@@ -111,7 +111,7 @@ def test_public_suite_check_passes_under_busybox() -> None:
 
 def test_bad_userland_is_one_line_exit_2() -> None:
     out = _cli("exec", "--userland", "bsd", "--task", "file-write/control", "--transport", "raw", "--command", "true")
-    assert out.returncode == 2 and out.stderr == "quotebench: error: --userland: unknown userland 'bsd' (known: gnu, busybox)\n"
+    assert out.returncode == 2 and out.stderr == "quotebench: error: --userland: unknown userland 'bsd' (known: gnu, busybox, uutils)\n"
 
 
 def test_replay_resumes_per_userland_and_report_keeps_them_apart(tmp_path: Path) -> None:
@@ -131,3 +131,17 @@ def test_replay_resumes_per_userland_and_report_keeps_them_apart(tmp_path: Path)
     doc = json.loads(_cli("report", str(out), "--json").stdout)
     assert [(c["userland"], c["contracts"]["raw"]["raw"]) for c in doc["configs"]] == [("busybox", 0.5), ("gnu", 1.0)]
     assert [(s["suite"], s["userland"]) for s in doc["strata"]] == [("public", "gnu"), ("public", "busybox")]
+
+
+@pytest.mark.needs("coreutils")
+def test_uutils_replaces_coreutils_only_and_the_public_check_passes() -> None:
+    rec = _cli("exec", "--userland", "uutils", "--task", "file-write/control", "--transport", "raw",
+               "--command", PROBE + "; sort --version | head -n 1", "--json")
+    doc = json.loads(rec.stdout)
+    progs = _programs(doc["stdout"]["text"])
+    assert doc["userland"] == "uutils" and progs["sort"] == progs["cat"] == progs["dirname"] == "/usr/bin/coreutils"
+    assert progs["sed"] == "/usr/bin/sed" and progs["grep"] == "/usr/bin/grep" and progs["sh"] == "/usr/bin/dash"
+    assert doc["stdout"]["text"].rstrip().endswith("sort 0.0.17") or "sort 0." in doc["stdout"]["text"]
+    out = _cli("tasks", "check", "--userland", "uutils", "--tasks", "file-*,argv-pass/*,env-pass/*,find-glob/*,"
+               "remote-exec/*,container-exec/*", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["ok"] == 28

@@ -1,6 +1,8 @@
 """Userlands: which implementation of coreutils, sed, grep, find and friends a sandboxed command gets.
 
-``gnu`` is the system's own (Debian: GNU coreutils, sed, grep, findutils). ``busybox``
+``gnu`` is the system's own (Debian: GNU coreutils, sed, grep, findutils). ``uutils``
+puts the Rust coreutils (Debian ``rust-coreutils``: ``coreutils``, a multi-call program)
+first in the same way; it has no sed, grep or find, so those stay GNU's. ``busybox``
 puts a directory of symlinks to Debian's ``busybox``, one per applet, first on the
 command's PATH (bound read-only at ``/run/qb-userland`` under bwrap), so ``sed``,
 ``grep``, ``find``, ``sort``, ``cat``, ``printf`` (the program; bash's builtin still wins
@@ -24,7 +26,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-USERLANDS: tuple[str, ...] = ("gnu", "busybox")
+USERLANDS: tuple[str, ...] = ("gnu", "busybox", "uutils")
+PROGRAMS = {"busybox": ("busybox", "busybox"), "uutils": ("coreutils", "rust-coreutils")}
+"""userland -> (its multi-call program, the Debian package that installs it)."""
 DEFAULT = "gnu"
 MOUNT = "/run/qb-userland"
 NEVER_REPLACED = frozenset({"sh", "ash", "hush", "bash", "[[", "busybox"})
@@ -44,17 +48,27 @@ def check(name: str) -> str:
 _dirs: dict[str, Path] = {}
 
 
-def busybox_path() -> str:
-    found = shutil.which("busybox", path=SYSTEM_PATH)
+def program_path(name: str) -> str:
+    program, package = PROGRAMS[name]
+    found = shutil.which(program, path=SYSTEM_PATH)
     if found is None:
-        raise UserlandError("busybox is not installed (Debian: apt-get install busybox)")
+        raise UserlandError(f"{name}: {program} is not installed (Debian: apt-get install {package})")
     return found
 
 
-def applets(busybox: str) -> list[str]:
-    """The applets this busybox provides, minus the shells."""
-    out = subprocess.run([busybox, "--list"], capture_output=True, text=True, timeout=10, check=True).stdout
-    return sorted(a for a in out.split() if a and "/" not in a and a not in NEVER_REPLACED)
+def busybox_path() -> str:
+    return program_path("busybox")
+
+
+def applets(program: str) -> list[str]:
+    """The applets a multi-call program provides (busybox ``--list``; uutils' ``--help`` lists its
+    "defined functions"), minus the shells."""
+    if Path(program).name == "busybox":
+        names = subprocess.run([program, "--list"], capture_output=True, text=True, timeout=10, check=True).stdout.split()
+    else:
+        text = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=10).stdout
+        names = text.split("functions:", 1)[-1].replace(",", " ").split() if "functions:" in text else []
+    return sorted(a for a in names if a and "/" not in a and a not in NEVER_REPLACED)
 
 
 def directory(name: str) -> Path | None:
@@ -63,7 +77,7 @@ def directory(name: str) -> Path | None:
     if name == "gnu":
         return None
     if name not in _dirs:
-        target = busybox_path()
+        target = program_path(name)
         d = Path(tempfile.mkdtemp(prefix=f"qb-userland-{os.getpid()}-")).resolve()
         for applet in applets(target):
             os.symlink(target, d / applet)
@@ -78,8 +92,8 @@ def version(name: str) -> str:
     if name == "gnu":
         return "gnu"
     try:
-        first = subprocess.run([busybox_path(), "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
+        first = subprocess.run([program_path(name), "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError, UserlandError):
         return name
     words = first.split()
-    return f"busybox {words[1].lstrip('v')}" if len(words) > 1 and words[0] == "BusyBox" else name
+    return f"{name} {words[1].lstrip('v')}" if len(words) > 1 else name
