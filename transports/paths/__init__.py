@@ -22,72 +22,32 @@ attributes, which ``quotebench transports list`` prints and the README's table r
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 
 from ..base import Transport
 
 
-def _docker_sh(safe: bool) -> Callable[[], Transport]:
+def _lazy(module: str, cls: str, *args: object) -> Callable[[], Transport]:
+    """A factory that imports ``transports.paths.<module>`` only when the path is first built (node, YAML
+    and tmux machinery stay unloaded for everyone else)."""
     def make() -> Transport:
-        from .docker_sh import DockerSh
-
-        return DockerSh(safe)
+        return getattr(import_module(f"{__name__}.{module}"), cls)(*args)
     return make
 
 
-def _shlex_sh(safe: bool) -> Callable[[], Transport]:
-    def make() -> Transport:
-        from .shlex_sh import ShlexSh
-
-        return ShlexSh(safe)
-    return make
-
-
-def _shell_quote_eval(safe: bool) -> Callable[[], Transport]:
-    def make() -> Transport:
-        from .shell_quote_eval import ShellQuoteEval
-
-        return ShellQuoteEval(safe)
-    return make
-
-
-def _make(safe: bool) -> Callable[[], Transport]:
-    def make() -> Transport:
-        from .make_recipe import MakeRecipe
-
-        return MakeRecipe(safe)
-    return make
-
-
-def _gha(style: str, safe: bool) -> Callable[[], Transport]:
-    def make() -> Transport:
-        from .gha import Gha
-
-        return Gha(style, safe)
-    return make
-
-
-def _tmux(safe: bool) -> Callable[[], Transport]:
-    def make() -> Transport:
-        from .tmux import Tmux
-
-        return Tmux(safe)
-    return make
-
+_ROUTES: tuple[tuple[str, str, str, tuple[object, ...]], ...] = (
+    # name, module, class, leading constructor arguments (the safe flag follows)
+    ("docker-sh", "docker_sh", "DockerSh", ()),
+    ("shlex-sh", "shlex_sh", "ShlexSh", ()),
+    ("shell-quote-eval", "shell_quote_eval", "ShellQuoteEval", ()),
+    ("make", "make_recipe", "MakeRecipe", ()),
+    ("gha-run", "gha", "Gha", ("run",)),
+    ("gha-block", "gha", "Gha", ("block",)),
+    ("tmux", "tmux", "Tmux", ()),
+)
 
 PATHS: dict[str, Callable[[], Transport]] = {
-    "docker-sh": _docker_sh(False),
-    "docker-sh-safe": _docker_sh(True),
-    "shlex-sh": _shlex_sh(False),
-    "shlex-sh-safe": _shlex_sh(True),
-    "shell-quote-eval": _shell_quote_eval(False),
-    "shell-quote-eval-safe": _shell_quote_eval(True),
-    "make": _make(False),
-    "make-safe": _make(True),
-    "gha-run": _gha("run", False),
-    "gha-run-safe": _gha("run", True),
-    "gha-block": _gha("block", False),
-    "gha-block-safe": _gha("block", True),
-    "tmux": _tmux(False),
-    "tmux-safe": _tmux(True),
+    f"{name}{suffix}": _lazy(module, cls, *args, safe)
+    for name, module, cls, args in _ROUTES for suffix, safe in (("", False), ("-safe", True))
 }
 """Name -> factory, in the order the catalogue lists them. Modules are imported on first use."""
