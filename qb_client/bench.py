@@ -38,7 +38,7 @@ def bare_bash_ms(n: int) -> float:
     return _median_ms(samples)
 
 
-async def per_transport(n: int, transports: list[str]) -> dict[str, dict[str, float]]:
+async def per_transport(n: int, transports: list[str], record: bool = True) -> dict[str, dict[str, float]]:
     """Per transport: the process run alone (``exec``) and the whole record path (``record``: sandbox with
     fixture, delivery, validation, cleanup)."""
     task = get_task("file-write/control")
@@ -51,8 +51,10 @@ async def per_transport(n: int, transports: list[str]) -> dict[str, dict[str, fl
             for _ in range(n):
                 d = await t.deliver("true", box)
                 run_only.append(d.execution.exec_ms if d.execution else 0.0)
-        full = await time_calls(lambda: execute(task, name, "true"), n)
-        out[name] = {"exec_ms": _median_ms(run_only), "record_ms": _median_ms(full)}
+        out[name] = {"exec_ms": _median_ms(run_only)}
+        if record:
+            full = await time_calls(lambda: execute(task, name, "true"), n)
+            out[name]["record_ms"] = _median_ms(full)
     return out
 
 
@@ -77,6 +79,29 @@ async def full_replay(transports: list[str], concurrency: int) -> dict[str, Any]
             "concurrency": concurrency}
 
 
+PATH_GOAL = 3.0
+TMUX_GOAL = 10.0  # a pane, a prompt round trip and a terminal are real work
+
+
+async def path_costs(n: int) -> dict[str, dict[str, Any]]:
+    """Each deployment path's process run against raw on the same final shell (its baseline), with the goal:
+    at most 3x (tmux 10x). The same command, ``true``, in one warm sandbox per path."""
+    from qb_client.report.paths import baseline
+    from transports.registry import catalogue, shell_of
+
+    names = [r["name"] for r in catalogue() if r["source"] and "laboratory" not in r["source"]]
+    bases = sorted({baseline(shell_of(name)) for name in names})
+    timed = await per_transport(n, bases + names, record=False)
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        base = baseline(shell_of(name))
+        ratio = round(timed[name]["exec_ms"] / timed[base]["exec_ms"], 2) if timed[base]["exec_ms"] else None
+        goal = TMUX_GOAL if name.startswith("tmux") else PATH_GOAL
+        out[name] = {"exec_ms": timed[name]["exec_ms"], "baseline": base, "baseline_ms": timed[base]["exec_ms"],
+                     "vs_baseline": ratio, "goal": goal, "within_goal": ratio is not None and ratio <= goal}
+    return out
+
+
 def peak_memory_mib() -> float:
     """Peak resident memory of this process and of its waited-for children (Linux reports KiB)."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -94,7 +119,7 @@ def mcp_paths(n: int) -> dict[str, float]:
 
 
 def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = True,
-              mcp: Callable[[int], dict[str, float]] | None = mcp_paths) -> dict[str, Any]:
+              mcp: Callable[[int], dict[str, float]] | None = mcp_paths, paths: bool = False) -> dict[str, Any]:
     names = transports or list(ORDER)
     floor = bare_bash_ms(n)
     by_transport = anyio.run(per_transport, n, names)
@@ -110,6 +135,9 @@ def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = T
         direct = paths.get("execute()")
         doc["mcp"] = {k: {"ms": v, "ratio": round(v / floor, 2),
                           "vs_execute": round(v / direct, 2) if direct else None} for k, v in paths.items()}
+    if paths:
+        costs = anyio.run(path_costs, n)
+        doc["paths"] = {k: {**v, "exec_ratio": round(v["exec_ms"] / floor, 2)} for k, v in costs.items()}
     if replay:
         doc["full_replay"] = anyio.run(full_replay, names, os.cpu_count() or 2)
     doc["peak_memory_mib"] = peak_memory_mib()

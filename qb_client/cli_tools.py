@@ -9,7 +9,7 @@ import typer
 
 from .cli_app import JSON_OPT, app
 from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import OUTPUT_RULE, check_output_file, err, fail, out, print_json
+from .console import OUTPUT_RULE, check_output_file, err, fail, out, print_json, safe
 
 
 # ---------------------------------------------------------------- serve
@@ -76,6 +76,8 @@ def bench_cmd(
                                              "json-correct", "ssh"]), "--transports", help="Transports to time."),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="Also time the full replay of every reference solution."),
     mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also time the MCP call paths."),
+    paths: bool = typer.Option(True, "--paths/--no-paths", help="Also time every deployment path against raw on "
+                               "its final shell (goal: at most 3x; tmux 10x)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
@@ -84,7 +86,7 @@ def bench_cmd(
 
     names = parse_list(transports)
     err.print("quotebench bench: measuring (a minute or two)...")
-    doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None)
+    doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None, paths=paths)
     if as_json:
         print_json(doc)
         return
@@ -101,6 +103,15 @@ def bench_cmd(
     for name, v in (doc.get("mcp") or {}).items():
         t.add_row(f"MCP {name}" if "MCP" not in name else name, f"{v['ms']:.2f}", f"{v['ratio']:.2f}")
     out.print(t)
+    if doc.get("paths"):
+        p = Table(title="deployment paths: process run against raw on the same final shell")
+        for head in ("path", "median ms", "x bash -c true", "vs", "x baseline", "goal"):
+            p.add_column(head, justify="left" if head in ("path", "vs") else "right", no_wrap=head != "path")
+        for name, v in doc["paths"].items():
+            verdict = f"<= {v['goal']:g}x " + ("ok" if v["within_goal"] else "MISSED")
+            p.add_row(safe(name), f"{v['exec_ms']:.2f}", f"{v['exec_ratio']:.2f}", safe(v["baseline"]),
+                      f"{v['vs_baseline']:.2f}" if v["vs_baseline"] is not None else "-", verdict)
+        out.print(p)
     if "full_replay" in doc:
         r = doc["full_replay"]
         out.print(f"full replay: {r['executions']} executions ({r['passed']} passed) in {r['seconds']:.1f} s "

@@ -115,6 +115,10 @@ def test_bench_reports_ratios_to_bare_bash() -> None:
                            "--json").stdout)
     assert doc["isolation"] == record["isolation"] and doc["cores"] == os.cpu_count()
     assert set(doc["transports"]) == {"raw"}
+    paths = doc["paths"]  # every deployment path, timed against raw on its own final shell
+    assert {"docker-sh", "tmux", "make", "ssh@zsh"} <= set(paths)
+    assert paths["docker-sh"]["baseline"] == "raw@dash" and paths["ssh@zsh"]["baseline"] == "raw@zsh"
+    assert paths["tmux"]["goal"] == 10.0 and paths["make"]["goal"] == 3.0
     # a sandboxed `true` runs bash -c true and more (the limit wrapper, the sandbox), never less
     assert doc["transports"]["raw"]["exec_ratio"] > 1 and doc["transports"]["raw"]["record_ratio"] > 1
     # every reference solution (raw and disclosed) on raw: the 56 raw ones pass by `tasks check`; 23 of the
