@@ -314,3 +314,28 @@ def test_the_reference_model_answers_each_contract_like_our_reference_provider()
             assert [(c.function, c.arguments) for c in out.message.tool_calls] == [("bash", {"command": ref.command})]
         else:
             assert out.completion == ref.text
+
+
+def test_a_non_editable_install_registers_the_same_names(tmp_path: Path) -> None:
+    """Inspect prefixes a task's name with its top-level package only when that package lives in
+    site-packages (qb_client/...), so an editable install alone cannot show that ``quotebench/quotebench``
+    is found in a wheel install too: install the project into a directory named site-packages and look
+    the task up by name, through the entry point, in a fresh process."""
+    root = Path(__file__).resolve().parents[1]
+    target = tmp_path / "site-packages"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--disable-pip-version-check", "--target", str(target), str(root)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    code = (
+        "import qb_client, inspect_ai\n"
+        f"assert qb_client.__file__.startswith({str(target)!r}), qb_client.__file__\n"
+        "[log] = inspect_ai.eval('quotebench/quotebench', model='quotebench/reference', limit=1,\n"
+        "                        task_args={'transports': 'nested'}, display='none', log_dir='logs')\n"
+        "print(log.eval.task_registry_name, log.status, log.results.scores[0].name)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["quotebench/quotebench", "success", "nested"]
