@@ -49,6 +49,7 @@ from transports.registry import get
 from transports.store import JsonlWriter, read_jsonl
 
 from .contracts import PROMPT_VERSION, check_contract
+from .loop import combine
 from .native import NativeExecutor
 from .providers.base import Generation, GenerationRequest, Provider, ProviderError
 
@@ -62,6 +63,10 @@ class Plan:
     api_concurrency: int = 4
     exec_concurrency: int = field(default_factory=lambda: os.cpu_count() or 2)
     server_url: str | None = None
+    native_tool: str = "function"
+    """``builtin``: the native contract offers the provider's own shell tool (``run --native-tool``)."""
+    turns: int = 1
+    """K > 1: the multi-turn arm (:mod:`qb_client.loop`, :mod:`qb_client.campaign_turns`); 1 = one-shot."""
 
     def __post_init__(self) -> None:
         # a name given twice would generate and execute the same work twice
@@ -108,6 +113,7 @@ def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provide
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
         "command": ext.command, "extraction": {"method": ext.method, "error": ext.error},
+        **({"commands": ext.commands} if ext.commands else {}),
         "usage": gen.usage.model_dump(mode="json"), "timing": {"generate_ms": round(gen.generate_ms, 3)},
         "stop_reason": gen.stop_reason, "attempts": gen.attempts,
         "versions": {**versions(), "prompt": PROMPT_VERSION},
@@ -163,6 +169,11 @@ class Campaign:
 
     async def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
+        if self.plan.turns > 1:
+            from .campaign_turns import run_chains
+
+            await run_chains(self)
+            return self.outcome
         replies = _load_replies(self.out / "replies.jsonl")
         label = self.provider.config.label
         done = {_done_key(_label(r.get("config")), r, r.get("transport"))
@@ -216,7 +227,8 @@ class Campaign:
         where = {"stage": "generate", "task_id": task.id, "contract": contract, "transport": None, "draw": draw,
                  "reply_id": rid}
         try:
-            request = GenerationRequest.for_task(task, contract, self.provider.config, draw)
+            request = GenerationRequest.for_task(task, contract, self.provider.config, draw,
+                                                 native_tool=self.plan.native_tool)
             if contract == "native" and tools:
                 request = request.model_copy(update={"tools": tools})
             gen = await self.provider.generate(request)
@@ -242,6 +254,8 @@ class Campaign:
         (a rerun tries it again), so one execution never aborts the campaign."""
         try:
             record = await self._record(task, stored, transport, ex, native)
+            if record.contract == "native":
+                record = record.model_copy(update={"native_tool": self.plan.native_tool})
         except Exception as e:  # noqa: BLE001 - the MCP path failing, E2BIG, a bug: an error, not a verdict
             self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
                                "transport": transport, "draw": stored.get("draw", 0),
@@ -268,8 +282,10 @@ class Campaign:
                 reason = (stored.get("extraction") or {}).get("error") or "no command in the reply"
                 return no_command_record(task, get(transport).name, reason, **fields)
             if contract == "native" and native is not None:
-                doc = await native.execute(task.id, command, transport)
-                return _native_record(doc, fields)
+                commands = stored.get("commands") or [command]  # a shell call's commands, in one sandbox
+                async with native.session(task.id, transport) as run:
+                    docs = [await run(c) for c in commands]
+                return combine([_native_record(doc, fields) for doc in docs])
             return await execute(task, transport, command, **fields)
 
 
@@ -296,7 +312,8 @@ def _describe(e: BaseException) -> str:
 
 def _label(config: Any) -> str:
     c = config if isinstance(config, dict) else {}
-    return "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
+    label = "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
+    return f"{label}+{c['variant']}" if c.get("variant") else label  # another design (ConfigInfo.variant)
 
 
 def _native_record(doc: dict[str, Any], fields: dict[str, Any]) -> Record:

@@ -226,11 +226,18 @@ def run_cmd(
     exec_concurrency: Optional[int] = typer.Option(None, "--exec-concurrency", min=1, help="Parallel executions (default: cores)."),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Run a live model's commands even where no sandbox isolation is available."),
+    native_tool: Optional[str] = typer.Option(None, "--native-tool", help="builtin (the provider's own shell tool: "
+                                              "anthropic bash_20250124, openai shell; the default there) or function (the "
+                                              "MCP function tool bash; the only choice for openai-chat and offline providers)."),
+    turns: int = typer.Option(1, "--turns", min=1, help="Actions per chain: 1 is the one-shot design; K > 1 shows the model "
+                              "each command's exit code and output and lets it act again, in the same sandbox (on-policy "
+                              "per transport: no fixed-reply replay)."),
     as_json: bool = JSON_OPT,
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
 ) -> None:
-    """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out."""
+    """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out.
+    With --turns K > 1: one chain of up to K actions per task, contract, draw and transport."""
     import time
 
     suite_id = apply_suite(suite_opt)
@@ -257,9 +264,19 @@ def run_cmd(
                                    timeout_s=timeout) for e in efforts]
     except ValueError as e:
         fail(str(e))
+    from .arms import check_turns, resolve_native_tool, variant_for
+
+    try:
+        kind = resolve_native_tool(model.split(":", 1)[0].strip(), native_tool)
+        check_turns(model.split(":", 1)[0].strip(), turns)
+    except ValueError as e:
+        fail(str(e))
+    variant = variant_for(kind if "native" in contract_names else None, turns)
+    for p in providers:
+        p.config = p.config.model_copy(update={"variant": variant})
     plan = Plan(tasks=select(tasks), contracts=contract_names, transports=names, draws=draws,
                 api_concurrency=api_concurrency, exec_concurrency=exec_concurrency or os.cpu_count() or 2,
-                server_url=server)
+                server_url=server, native_tool=kind, turns=turns)
     if server and "native" in contract_names:
         anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
     check_out_dir(out_dir)
@@ -274,8 +291,10 @@ def run_cmd(
     seconds = time.perf_counter() - start
     labels = [p.config.label for p in providers]
     errors = [e for o in outcomes for e in o.errors]
+    from .report.load import config_label
+
     results = [r for r in read_jsonl(out_dir / "results.jsonl")
-               if "{provider}:{model}@{effort}".format(**{"effort": "unset", **r.get("config", {})}) in labels
+               if isinstance(r.get("config"), dict) and config_label(r["config"]) in labels
                and (r.get("suite", "public"), r.get("userland", "gnu")) == (suite_id, userland)]
     doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),
            "reused": sum(o.reused for o in outcomes), "executed": sum(o.executed for o in outcomes),

@@ -59,11 +59,16 @@ class ToolSpec(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """One tool call as the server sent it: ``arguments`` is the raw JSON text, unparsed."""
+    """One tool call as the server sent it: ``arguments`` is the raw JSON text, unparsed.
+
+    ``kind`` is None for a function tool (and for Anthropic's built-in bash tool, whose input is the same
+    ``{"command": ...}`` object); ``shell_call`` for an OpenAI shell call, whose arguments are the JSON of its
+    ``action`` (``{"commands": [...], ...}``)."""
 
     name: str
     arguments: str
     id: str | None = None
+    kind: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 NATIVE_TOOL = ToolSpec(
@@ -76,6 +81,20 @@ NATIVE_TOOL = ToolSpec(
         "additionalProperties": False,
     },
 )
+
+
+# The providers' own shell tools (``--native-tool builtin``), as the installed SDKs define them. The model is
+# trained on these; the function tool above is what every provider can be given (``--native-tool function``).
+ANTHROPIC_BASH_TOOL: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
+OPENAI_SHELL_TOOL: dict[str, Any] = {"type": "shell", "environment": {"type": "local"}}
+NATIVE_TOOL_KINDS: tuple[str, ...] = ("builtin", "function")
+BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {"anthropic": ANTHROPIC_BASH_TOOL, "openai": OPENAI_SHELL_TOOL}
+"""The providers that have a built-in shell tool (``openai`` is the Responses API; Chat Completions has none)."""
+
+
+def tool_name(provider: str, native_tool: str) -> str:
+    """The name the model knows its shell tool by: ``shell`` for OpenAI's built-in, ``bash`` otherwise."""
+    return "shell" if native_tool == "builtin" and provider == "openai" else NATIVE_TOOL.name
 
 
 # ---------------------------------------------------------------- prompt templates (PROMPT_VERSION)
@@ -112,17 +131,63 @@ SYSTEM_TEMPLATES: dict[str, str] = {
 }
 USER_TEMPLATE = "{instruction}"
 
+# The multi-turn arm (``run --turns K``, K > 1) replaces only the setting: the model sees each command's exit
+# code and output and may act again. The contract-specific rest of each template is the same.
+LOOP_PROMPT_VERSION = "loop1"
+"""Bump on any change to the multi-turn texts below or to how an observation is shown (qb_client.loop)."""
+STOP_WORD = "DONE"
+_LOOP_SETTING = (
+    "You complete one task in a Linux working directory. The working directory is already prepared. Each "
+    "action runs in that directory and you are shown its exit code, stdout and stderr; then you may act "
+    "again, up to {turns} actions in all, in the same directory."
+)
+_LOOP_STOP = {
+    "text": f"When the task is done, reply with the word {STOP_WORD} alone.",
+    "native": "When the task is done, reply without calling the tool.",
+}
+
+
+LOOP_OBSERVATION = "Your action ran.\n{observation}\n\nReply with your next action, or " + STOP_WORD + \
+    " alone if the task is done."
+"""The user message after a text contract's action: the observation is the MCP shell tool's own rendering
+(exit code, stdout, stderr), never the verdict. Native actions get the same text as their tool result."""
+
+
+def loop_observation(observation: str) -> str:
+    return LOOP_OBSERVATION.replace("{observation}", observation)
+
+
+def loop_system(contract: str, turns: int, shell_tool: str = "bash") -> str:
+    """The system message of the multi-turn arm: the one-shot template with the setting replaced, and how
+    to stop (the word ``DONE`` alone for text contracts, a reply without a tool call for native)."""
+    check_contract(contract)
+    one_shot = SYSTEM_TEMPLATES[contract].replace("`bash` tool", f"`{shell_tool}` tool")
+    rest = one_shot[len(_SETTING):]
+    rest = rest.replace("exactly once", "once per action")
+    stop = _LOOP_STOP["native" if contract == "native" else "text"]
+    return _LOOP_SETTING.replace("{turns}", str(turns)) + rest + " " + stop
+
 
 class Messages(NamedTuple):
     system: str
     user: str
 
 
-def build_messages(task: Task, contract: str) -> Messages:
-    """The (system, user) pair for one task under one contract."""
+def build_messages(task: Task, contract: str, turns: int = 1, shell_tool: str = "bash") -> Messages:
+    """The (system, user) pair for one task under one contract (``turns`` > 1: the multi-turn arm's). The
+    native template names the shell tool the model is given (``shell`` for OpenAI's built-in one)."""
     check_contract(contract)
+    if turns > 1:
+        system = loop_system(contract, turns, shell_tool)
+    else:
+        system = SYSTEM_TEMPLATES[contract].replace("`bash` tool", f"`{shell_tool}` tool")
     # replace, not str.format: instructions are full of braces and must pass through untouched
-    return Messages(SYSTEM_TEMPLATES[contract], USER_TEMPLATE.replace("{instruction}", task.instruction))
+    return Messages(system, USER_TEMPLATE.replace("{instruction}", task.instruction))
+
+
+def is_stop(reply: str) -> bool:
+    """A text reply that ends a chain: the stop word alone (surrounding whitespace aside), or nothing."""
+    return reply.strip(_ASCII_WS) in (STOP_WORD, "")
 
 
 def tools_for(contract: str) -> list[ToolSpec]:
@@ -141,6 +206,8 @@ class Extraction(BaseModel):
     command: str | None
     method: Method
     error: str | None = None
+    commands: list[str] | None = None
+    """Every command of a call that carried several (an OpenAI shell call); ``command`` is the first."""
 
     @property
     def ok(self) -> bool:
@@ -199,6 +266,8 @@ def extract_tool_call(tool_calls: Sequence[ToolCall]) -> Extraction:
     if not tool_calls:
         return Extraction(command=None, method="none", error="no tool call in the reply")
     call = tool_calls[0]
+    if call.kind == "shell_call":
+        return _extract_shell_call(call)
     try:
         args = json.loads(call.arguments)
     except ValueError as e:
@@ -216,6 +285,21 @@ def extract_tool_call(tool_calls: Sequence[ToolCall]) -> Extraction:
         return Extraction(command=None, method="tool-call",
                           error=f"tool call '{call.name}': 'command' is a {type(command).__name__}, not a string")
     return Extraction(command=command, method="tool-call")
+
+
+def _extract_shell_call(call: ToolCall) -> Extraction:
+    """An OpenAI shell call: R is its first command; all of them are kept, to run in order."""
+    where = f"shell call '{call.id}'"
+    try:
+        action = json.loads(call.arguments)
+    except ValueError:
+        return Extraction(command=None, method="tool-call", error=f"{where}: its action is not valid JSON")
+    commands = action.get("commands") if isinstance(action, dict) else None
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        return Extraction(command=None, method="tool-call", error=f"{where}: 'commands' is not a list of strings")
+    if not commands:
+        return Extraction(command=None, method="tool-call", error=f"{where}: 'commands' is empty")
+    return Extraction(command=commands[0], method="tool-call", commands=list(commands) if len(commands) > 1 else None)
 
 
 def extract(contract: str, text: str, tool_calls: Sequence[ToolCall] = ()) -> Extraction:

@@ -15,7 +15,8 @@ no state leaks between replies.
 from __future__ import annotations
 
 import uuid
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from mcp import Client
@@ -109,12 +110,22 @@ class NativeExecutor:
 
     async def execute(self, task_id: str, command: str, transport: str) -> dict[str, Any]:
         """Run ``command`` through the shell tool in a fresh session of ``task_id``; the server's record."""
+        async with self.session(task_id, transport) as run:
+            return await run(command)
+
+    @asynccontextmanager
+    async def session(self, task_id: str, transport: str) -> AsyncIterator[Callable[[str], Awaitable[dict[str, Any]]]]:
+        """One fresh session of ``task_id`` for several commands in turn (a chain, a shell call's commands):
+        each call of the yielded function runs one command through the shell tool in the session's one
+        sandbox and returns the server's record, judged on the state after it. The session ends with the
+        block."""
         client = self._client(transport)
         meta = {META_KEY: f"native-{uuid.uuid4().hex[:12]}"}
         selected = await client.call_tool("qb_select_task", {"task_id": task_id}, meta=meta)
         if selected.is_error:
             raise NativeError(f"qb_select_task {task_id}: {_text(selected)}")
-        try:
+
+        async def run(command: str) -> dict[str, Any]:
             result = await client.call_tool(self.tool_name, {"command": command}, meta=meta)
             record = (result.meta or {}).get(RECORD_META)
             if record is None:
@@ -123,6 +134,9 @@ class NativeExecutor:
                 raise NativeError(f"the server at {self.server_url} runs transport '{record.get('transport')}', "
                                   f"not '{transport}': start one server per transport")
             return Record.model_validate(record).model_dump(mode="json")
+
+        try:
+            yield run
         finally:
             await client.call_tool("qb_end_session", {}, meta=meta)
 

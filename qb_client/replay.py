@@ -236,7 +236,8 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
 def _label(config: Any) -> str:
     """``provider:model@effort`` of a record's config, as the report labels it (``@unset`` when none was sent)."""
     c = config if isinstance(config, dict) else {}
-    return "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
+    label = "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
+    return f"{label}+{c['variant']}" if c.get("variant") else label  # another design (ConfigInfo.variant)
 
 
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

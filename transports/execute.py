@@ -6,6 +6,8 @@ campaigns and the MCP server, so every record is made the same way.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,22 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
         delivery = await t.deliver(command, box)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
     return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+
+
+@asynccontextmanager
+async def chain(task: Task, transport: Transport | str, *, limits: Limits | None = None,
+                **record_fields: Any) -> AsyncIterator[Callable[[str], Awaitable[Record]]]:
+    """One fresh sandbox of ``task`` for several commands in turn (the multi-turn arm, a shell call's
+    commands): each call of the yielded function runs one command through ``transport`` in it and returns
+    its record, judged on the state after it. The sandbox ends when the block does."""
+    t = get(transport) if isinstance(transport, str) else transport
+    with Sandbox.create(task, limits) as box:
+        async def run(command: str) -> Record:
+            delivery = await t.deliver(command, box)
+            verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
+            return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+
+        yield run
 
 
 def no_command_record(task: Task, transport_name: str, reason: str, **record_fields: Any) -> Record:

@@ -27,10 +27,15 @@ class ConfigInfo(BaseModel):
     model: str = "manual"
     effort: str = "unset"
     params: dict[str, Any] = Field(default_factory=dict)
+    variant: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The design beyond the generation parameters, so that it is never pooled: ``builtin`` (the native
+    contract offered the provider's own shell tool) and/or ``turns=K`` (the multi-turn arm), joined by
+    ``+``. None (and absent from the JSON) for the one-shot design with the function tool."""
 
     @property
     def label(self) -> str:
-        return f"{self.provider}:{self.model}@{self.effort}"
+        base = f"{self.provider}:{self.model}@{self.effort}"
+        return f"{base}+{self.variant}" if self.variant else base
 
 
 class Output(BaseModel):
@@ -47,6 +52,34 @@ class Usage(BaseModel):
 class Timing(BaseModel):
     generate_ms: float | None = None
     exec_ms: float | None = None
+
+
+class Step(BaseModel):
+    """One command run in a sandbox that others ran or will run in: what it received, how it exited, and
+    whether the state after it passes (``passed``, never shown to the model)."""
+
+    command: str | None
+    received: str | None = None
+    damaged: bool = False
+    exit_code: int | None = None
+    stdout: Output = Field(default_factory=Output)
+    stderr: Output = Field(default_factory=Output)
+    timed_out: bool = False
+    transport_error: str | None = None
+    passed: bool = False
+
+
+class Turn(Step):
+    """One turn of a multi-turn chain (``turn`` counts from 1): the reply, its command (None when the model
+    stopped: ``stop`` says how) and what running it gave. ``steps``: every command of a call that carried
+    several (the OpenAI shell tool), in the order they ran; the turn's own fields are the first's."""
+
+    turn: int
+    reply: str
+    stop: str | None = None
+    steps: list[Step] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    generate_ms: float | None = None
 
 
 class Record(BaseModel):
@@ -80,6 +113,14 @@ class Record(BaseModel):
     limit_hit: str | None = None
     limits_applied: dict[str, str] | None = None
     error: str | None = None
+    native_tool: Literal["builtin", "function"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Where the contract is native: the provider's own shell tool, or the function tool ``bash``."""
+    steps: list[Step] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """When the reply's call carried several commands (OpenAI's shell tool): each, in the order they ran in
+    the one sandbox. The top-level fields are the first's (R); the verdict is on the state after the last."""
+    turns: list[Turn] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The multi-turn arm (``run --turns K``, K > 1): the whole chain. The top-level fields describe the last
+    turn that ran a command, and the verdict the final state."""
 
 
 def new_id() -> str:

@@ -7,6 +7,13 @@ otherwise ``output_config={"effort": e}``. Other params (``thinking``,
 (required by the API) defaults to 32000 and is recorded in the config.
 Thinking blocks are kept apart from the reply text; each ``tool_use`` block
 becomes a tool call whose arguments are the JSON text of its ``input``.
+
+``--native-tool builtin`` offers Anthropic's client-executed bash tool
+(``bash_20250124``: input ``command``, or ``restart``) instead of the MCP
+function tool; its ``tool_use`` blocks read back the same way. A chain's earlier
+turns go back as the assistant's own content blocks (thinking signatures
+included), followed by ``tool_result`` blocks (one per ``tool_use``: the first
+one's output, "not run" for the rest) or, for a text contract, a user message.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from typing import Any
 
 import anthropic
 
-from .base import Generation, GenerationRequest, MalformedResponse, parse_response, Secret, ToolCall, Usage
+from ..contracts import ANTHROPIC_BASH_TOOL
+from .base import (
+    NOT_RUN, Exchange, Generation, GenerationRequest, MalformedResponse, parse_response, Secret, ToolCall, Usage,
+)
 from .retry import Failure, RetryPolicy, classify_sdk_error
 from ._network import NetworkProvider, check_params, key_from_env, merge_effort, normalise_base_url
 
@@ -61,13 +71,29 @@ class AnthropicProvider(NetworkProvider[anthropic.AsyncAnthropic]):
         kwargs: dict[str, Any] = {}
         if output_config is not None:
             kwargs["output_config"] = output_config
-        if request.tools:
+        if request.builtin:
+            kwargs["tools"] = [dict(ANTHROPIC_BASH_TOOL)]
+        elif request.tools:
             kwargs["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
                                for t in request.tools]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": request.user}]
+        for turn in request.history:
+            messages += _turn_messages(turn)
         msg = await client.messages.create(
             model=self.model, max_tokens=max_tokens, system=request.system,
-            messages=[{"role": "user", "content": request.user}], extra_body=params or None, **kwargs)
+            messages=messages, extra_body=params or None, **kwargs)
         return parse_response(_generation, msg)
+
+
+def _turn_messages(turn: Exchange) -> list[dict[str, Any]]:
+    """An earlier turn of a chain: the assistant's content as it came, then what its action gave."""
+    echo = turn.echo if turn.echo is not None else [{"type": "text", "text": turn.text}]
+    if not turn.tool_calls:
+        return [{"role": "assistant", "content": echo}, {"role": "user", "content": turn.message}]
+    results = [{"type": "tool_result", "tool_use_id": call.id,
+                "content": turn.tool_text() if i == 0 else NOT_RUN, "is_error": turn.tool_error() if i == 0 else True}
+               for i, call in enumerate(turn.tool_calls)]
+    return [{"role": "assistant", "content": echo}, {"role": "user", "content": results}]
 
 
 def _generation(msg: Any) -> Generation:
@@ -100,4 +126,5 @@ def _generation(msg: Any) -> Generation:
         reasoning="\n\n".join(thinking) if thinking else None,
         response_model=getattr(msg, "model", None),
         response_id=getattr(msg, "id", None),
+        echo=[b.model_dump(mode="json", exclude_none=True, warnings=False) for b in content],
     )

@@ -17,10 +17,50 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tasks.schema import Task
 from transports.record import ConfigInfo, Usage
 
-from ..contracts import Extraction, ToolCall, ToolSpec, build_messages, check_contract, extract, tools_for
+from ..contracts import (
+    Extraction, NATIVE_TOOL_KINDS, ToolCall, ToolSpec, build_messages, check_contract, extract, tool_name, tools_for,
+)
+
+NOT_RUN = "not run: only the first tool call of a reply runs"
+"""The tool result of every call after the first in one reply (multi-turn arm)."""
+
+
+class Observation(BaseModel):
+    """What running one command gave, as the model is shown it (never the verdict). ``text`` is the MCP shell
+    tool's own rendering (exit code, stdout, stderr); the fields feed structured results (OpenAI's
+    ``shell_call_output``)."""
+
+    text: str
+    is_error: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+
+
+class Exchange(BaseModel):
+    """One earlier turn of a multi-turn chain: what the model sent, and what running it gave.
+
+    ``echo`` is the assistant turn in the provider's own wire form (content blocks, output items, a chat
+    message), sent back as is so that thinking signatures and call ids survive; ``message`` is the user
+    message that carries the observations for a text contract (or a native reply without a tool call);
+    ``observations`` are the results of the first tool call (one per command it ran)."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    echo: Any = None
+    observations: list[Observation] = Field(default_factory=list)
+    message: str = ""
+
+    def tool_text(self) -> str:
+        """The first call's result as one text (the observations of its commands, in order)."""
+        return "\n\n".join(o.text for o in self.observations)
+
+    def tool_error(self) -> bool:
+        return any(o.is_error for o in self.observations)
 
 __all__ = [
-    "ConfigInfo", "Generation", "GenerationRequest", "MalformedResponse", "PARSE_ERRORS", "Provider", "ProviderError", "Secret", "ToolCall",
+    "ConfigInfo", "Exchange", "Generation", "GenerationRequest", "NOT_RUN", "Observation", "MalformedResponse", "PARSE_ERRORS", "Provider", "ProviderError", "Secret", "ToolCall",
     "ToolSpec", "Usage", "parse_response",
 ]
 
@@ -42,14 +82,28 @@ class GenerationRequest(BaseModel):
     task: Task | None = None
     contract: str | None = None
     draw: int = 0
+    native_tool: str = "function"
+    """``builtin``: a network provider sends its own shell tool instead of ``tools`` (native contract only)."""
+    turns: int = 1
+    """The chain's turn budget (1 = one-shot); ``history`` holds its earlier turns, oldest first."""
+    history: list[Exchange] = Field(default_factory=list)
 
     @classmethod
-    def for_task(cls, task: Task, contract: str, config: ConfigInfo, draw: int = 0) -> "GenerationRequest":
+    def for_task(cls, task: Task, contract: str, config: ConfigInfo, draw: int = 0, *,
+                 native_tool: str = "function", turns: int = 1) -> "GenerationRequest":
         """The request for (task, contract, draw), with effort and params taken from the provider's config,
         so the record's config and what was sent cannot disagree."""
-        system, user = build_messages(task, contract)
+        if native_tool not in NATIVE_TOOL_KINDS:
+            raise ValueError(f"--native-tool '{native_tool}': one of {', '.join(NATIVE_TOOL_KINDS)}")
+        system, user = build_messages(task, contract, turns, tool_name(config.provider, native_tool))
         return cls(system=system, user=user, tools=tools_for(contract), effort=config.effort,
-                   params=dict(config.params), task=task, contract=check_contract(contract), draw=draw)
+                   params=dict(config.params), task=task, contract=check_contract(contract), draw=draw,
+                   native_tool=native_tool, turns=turns)
+
+    @property
+    def builtin(self) -> bool:
+        """Whether to offer the provider's own shell tool (native contract, ``--native-tool builtin``)."""
+        return self.native_tool == "builtin" and bool(self.tools)
 
 
 class Generation(BaseModel):
@@ -67,6 +121,8 @@ class Generation(BaseModel):
     reply_id: str | None = None
     command: str | None = None
     """Set only when a reply store fixes R (replay); live providers leave it None."""
+    echo: Any = None
+    """The assistant turn in the provider's wire form, for the next request of a chain (not stored)."""
 
     def extract(self, contract: str) -> Extraction:
         """R under ``contract``: the stored command when there is one, else the SPEC extraction rule."""

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from transports.record import ConfigInfo, Usage
 
-from ..contracts import NATIVE_TOOL, ToolCall, check_contract, fence, reference_reply
+from ..contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
 from .base import Generation, GenerationRequest, ProviderError
 
 
@@ -42,6 +42,8 @@ class ReferenceProvider:
     async def generate(self, request: GenerationRequest) -> Generation:
         _need_task("reference", request)
         assert request.task is not None and request.contract is not None
+        if request.history:  # a chain: the reference solution needs one action, then it is done
+            return Generation(text="" if request.contract == "native" else STOP_WORD, stop_reason="reference")
         ref = reference_reply(request.task, request.contract)
         return Generation(text=ref.text, tool_calls=ref.tool_calls, stop_reason="reference")
 

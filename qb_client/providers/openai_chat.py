@@ -13,6 +13,12 @@ string kept byte for byte. Reasoning that a server returns apart from the
 content (``reasoning_content`` or ``reasoning``) or as a leading
 ``<think>...</think>`` block in the content is kept apart from the reply text:
 it is the model's scratchpad, and a fence inside it must not become R.
+
+Chat Completions has no built-in shell tool: ``--native-tool function`` is the
+only choice here (``builtin`` is refused before a campaign starts). A chain's
+earlier turns go back as the assistant message (content and tool calls), then
+one ``tool`` message per call (the first one's result, "not run" for the rest),
+or a user message for a text contract.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 import openai
 
-from .base import Generation, GenerationRequest, MalformedResponse, parse_response, ToolCall, Usage
+from .base import NOT_RUN, Exchange, Generation, GenerationRequest, MalformedResponse, parse_response, ToolCall, Usage
 from ._network import check_params
 from .openai_common import OpenAIBase, field, raw_arguments
 
@@ -54,11 +60,26 @@ class OpenAIChatProvider(OpenAIBase):
             kwargs["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                                  "parameters": t.input_schema}}
                                for t in request.tools]
+        if request.builtin:
+            raise ValueError("openai-chat has no built-in shell tool: use --native-tool function")
+        messages: list[dict[str, Any]] = [{"role": "system", "content": request.system},
+                                          {"role": "user", "content": request.user}]
+        for turn in request.history:
+            messages += _turn_messages(turn)
         resp = await client.chat.completions.create(
-            model=self.model,
-            messages=[{"role": "system", "content": request.system}, {"role": "user", "content": request.user}],
-            extra_body=params or None, **kwargs)
+            model=self.model, messages=messages, extra_body=params or None, **kwargs)  # type: ignore[arg-type]
         return parse_response(_generation, resp)
+
+
+def _turn_messages(turn: Exchange) -> list[dict[str, Any]]:
+    """An earlier turn of a chain: the assistant message, then what its action gave."""
+    assistant: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+    if not turn.tool_calls:
+        return [assistant, {"role": "user", "content": turn.message}]
+    assistant["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                               for c in turn.tool_calls]
+    return [assistant, *({"role": "tool", "tool_call_id": c.id, "content": turn.tool_text() if i == 0 else NOT_RUN}
+                         for i, c in enumerate(turn.tool_calls))]
 
 
 def split_think(content: str) -> tuple[str, str | None]:

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import stats
 from .paths import path_rows
+from .turns import turn_rows
 from .load import config_label
 
 CELLS: dict[str, tuple[str, str]] = {
@@ -241,6 +242,9 @@ def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
         "damage_attribution": _attribution(cd),
         "paths": path_rows(cd, counts),
     }
+    chains = turn_rows(cd.ok)  # the multi-turn arm (qb_client.report.turns), only where its records are
+    if chains is not None:
+        doc["turns"] = chains
     return doc
 
 

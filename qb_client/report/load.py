@@ -56,7 +56,9 @@ def _stderr(message: str) -> None:
 def config_label(config: dict[str, Any]) -> str:
     """``provider:model@effort`` (``@unset`` when no effort was sent)."""
     effort = config.get("effort")
-    return f"{config.get('provider')}:{config.get('model')}@{effort if effort not in (None, '') else 'unset'}"
+    label = f"{config.get('provider')}:{config.get('model')}@{effort if effort not in (None, '') else 'unset'}"
+    variant = config.get("variant")  # builtin tool, turns=K: another design, never pooled (ConfigInfo.variant)
+    return f"{label}+{variant}" if variant else label
 
 
 def _typename(v: Any) -> str:
@@ -103,6 +105,10 @@ def _check(rec: dict[str, Any]) -> tuple[str, str] | None:
     err = rec.get("error")
     if err is not None and not isinstance(err, str):
         return "error", f"expected a string or null, got {_typename(err)}"
+    if rec.get("turns") is not None:  # the multi-turn arm's chain
+        from .turns import check_turns
+
+        return check_turns(rec["turns"])
     return None
 
 

@@ -232,6 +232,8 @@ heatmap, a hatched cell was not run.</li>
 
 def render_html(doc: dict[str, Any]) -> str:
     """The whole page as a string."""
+    from .turns import html_part
+
     configs = doc["configs"]
     n_rec = sum(c["records"] for c in configs)
     n_err = sum(c["errors"] for c in configs)
@@ -247,6 +249,7 @@ def render_html(doc: dict[str, Any]) -> str:
         ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
                                       "with raw on the same final shell, so that the route's own boundary is "
                                       "measured apart from the shell.</p>" + _paths(configs)),
+        *([("turns", "Multi-turn arm", html_part(configs))] if html_part(configs) else []),
         ("ranks", "Rank agreement and selection", _ranks(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),

@@ -266,7 +266,10 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
                   f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                   "Rates in %, differences in points.")
     console.print()
-    for part in [_cells(configs), _decomposition(configs), _paths(configs), _diagnostics(configs)]:
+    from .turns import terminal_part
+
+    for part in [_cells(configs), _decomposition(configs), _paths(configs), terminal_part(configs),
+                 _diagnostics(configs)]:
         if part is None:
             continue
         console.print(part.fit(console))
