@@ -1,0 +1,75 @@
+"""The report's numerical pieces at their edges, pinned to exact values (found by mutation testing).
+
+Each test here kills mutants of ``qb_client/report/stats.py`` or ``compute.py`` that the rest of the suite
+let live (docs/mutation.md): a boundary moved by one (a resample that drew exactly one task, a sample
+of one, two items to rank), a percentile point moved by a hair, a -0.0 left in a JSON number, an order of
+reversals that no other test read. Values are computed by hand on samples small enough to check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from qb_client.report import stats
+
+
+def test_a_resample_that_drew_exactly_one_task_has_that_task_s_rate():
+    # 2 clusters: the first holds one task with share 0.5, the second two tasks summing to 1.0
+    counts = np.array([[1, 0], [0, 1], [0, 0], [2, 0]])
+    rates = stats.resampled_rates(counts, np.array([0.5, 1.0]), np.array([1, 2]))
+    assert rates[:2].tolist() == [0.5, 0.5]
+    assert math.isnan(rates[2])  # nothing drawn: no rate, not 0
+    assert rates[3] == 0.5
+
+
+def test_no_cluster_gives_an_empty_count_matrix_of_the_right_shape():
+    counts = stats.resample_counts(0, resamples=7)
+    assert counts.shape == (7, 0)
+    assert counts.dtype == np.int64
+    assert stats.resampled_rates(counts, np.zeros(0), np.zeros(0)).shape == (7,)
+
+
+def test_percentile_interval_is_the_2_5_and_97_5_points_exactly():
+    # 0, 1, ..., 100: the p-th percentile with linear interpolation is p (up to the float noise of
+    # (1 - 0.95) / 2 * 100 = 2.500000000000002); a point off by 0.025 (2.525) must fail
+    exact = pytest.approx([2.5, 97.5], abs=1e-12)
+    assert stats.percentile_ci(np.arange(101)) == exact
+    assert stats.percentile_ci(np.arange(101), level=0.9) == pytest.approx([5.0, 95.0], abs=1e-12)
+    # non-finite samples (a resample that drew nothing) are dropped, not counted as 0
+    assert stats.percentile_ci(np.array([np.nan, *range(101), np.inf])) == exact
+
+
+def test_percentile_interval_of_one_sample_is_that_sample():
+    assert stats.percentile_ci(np.array([0.25])) == [0.25, 0.25]
+    assert stats.percentile_ci(np.array([np.nan])) is None
+
+
+def test_clean_turns_negative_zero_into_zero():
+    assert math.copysign(1.0, stats.clean(-0.0)) == 1.0
+    assert stats.clean(np.float64(-0.25)) == -0.25
+    assert type(stats.clean(np.float64(0.5))) is float
+
+
+def test_kendall_tau_b_of_two_items_is_plus_or_minus_one():
+    assert stats.kendall_tau_b([0.1, 0.2], [0.3, 0.4]) == 1.0
+    assert stats.kendall_tau_b([0.1, 0.2], [0.4, 0.3]) == -1.0
+    assert stats.kendall_tau_b([0.1], [0.3]) is None
+
+
+def test_vectorized_tau_b_of_two_items_and_rows_with_a_nan():
+    x = np.array([[0.1, 0.2], [0.1, 0.2], [np.nan, 0.2], [0.3, 0.3]])
+    y = np.array([[0.3, 0.4], [0.4, 0.3], [0.3, 0.4], [0.1, 0.2]])
+    tau = stats.kendall_tau_b_rows(x, y)
+    assert tau[:2].tolist() == [1.0, -1.0]
+    assert math.isnan(tau[2])  # only the row holding the NaN is undefined
+    assert math.isnan(tau[3])  # one side all tied
+
+
+def test_reversals_are_ordered_by_the_leader_s_x_then_by_name():
+    # d and e tie on x (0.9), so the name decides between them; b (0.5) comes after both
+    labels = ["e", "c", "d", "b"]
+    reversals = stats.strict_reversals(labels, [0.9, 0.1, 0.9, 0.5], [0.0, 0.8, 0.0, 0.5])
+    assert reversals == [["d", "b"], ["d", "c"], ["e", "b"], ["e", "c"], ["b", "c"]]
