@@ -171,8 +171,14 @@ def test_native_offers_our_bash_tool_never_runs_it_and_replays_the_call(tmp_path
             "--out", str(tmp_path / "driver.jsonl"))
     assert p.returncode == 0, p.stderr
     assert verdicts(tmp_path / "imp" / "results.jsonl") == verdicts(tmp_path / "driver.jsonl")
+    # and a campaign on the same replies, whose native path is our MCP server
+    p = cli("run", "--model", f"replay:{tmp_path / 'imp' / 'replies.jsonl'}", "--contracts", "native",
+            "--transports", "raw,nested", "--tasks", ARGV_TASKS, "--out", str(tmp_path / "campaign"))
+    assert p.returncode == 0, p.stderr
+    assert verdicts(tmp_path / "imp" / "results.jsonl") == verdicts(tmp_path / "campaign" / "results.jsonl")
     native = report_cells(tmp_path / "imp" / "results.jsonl")["contracts"]["native"]
     assert native["raw"] == 0.75  # 3 of the 4 argv tasks: h1 made no call
+    assert report_cells(tmp_path / "campaign" / "results.jsonl")["contracts"]["native"] == native
 
 
 def test_the_native_tool_runs_a_call_through_its_transport_in_a_fresh_sandbox() -> None:
@@ -285,7 +291,7 @@ def test_inspect_eval_command_finds_the_task_by_its_entry_point(tmp_path: Path) 
     through the ``inspect_ai`` entry point, and prints each transport's pass rate."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_")}
     p = subprocess.run(["inspect", "eval", "quotebench/quotebench", "--model", "quotebench/reference",
-                        "-T", "contract=disclosed", "-T", "transports=raw,nested", "-T", f"tasks={ARGV_TASKS}",
+                        "-T", "contract=disclosed", "-T", "transports=raw,nested", "-T", f"tasks={ARGV_TASKS},file-write/control",
                         "--log-dir", str(tmp_path / "logs"), "--display", "plain"],
                        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

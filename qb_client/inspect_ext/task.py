@@ -36,9 +36,14 @@ NAME = "quotebench/quotebench"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def joined(spec: str | list[str] | tuple[str, ...]) -> str:
+    """A ``-T`` value as one comma-separated string: Inspect hands ``-T x=a,b`` over as the list [a, b]."""
+    return spec if isinstance(spec, str) else ",".join(str(s) for s in spec)
+
+
 def transport_list(spec: str | list[str] | tuple[str, ...]) -> list[str]:
-    """``-T transports=raw,nested`` (Inspect may hand the value over as a list) as validated names."""
-    return parse_list(spec if isinstance(spec, str) else ",".join(str(s) for s in spec))
+    """``-T transports=raw,nested`` as validated names."""
+    return parse_list(joined(spec))
 
 
 def _unpackaged(fn: F) -> F:
@@ -48,11 +53,12 @@ def _unpackaged(fn: F) -> F:
     return fn
 
 
-def build(contract: str = "raw", transports: str | list[str] = "raw,nested", tasks: str | None = None) -> Task:
+def build(contract: str = "raw", transports: str | list[str] = "raw,nested",
+          tasks: str | list[str] | None = None) -> Task:
     check_contract(contract)
     names = transport_list(transports)
     return Task(
-        dataset=dataset_for(contract, tasks),
+        dataset=dataset_for(contract, joined(tasks) if tasks is not None else None),
         solver=one_step(contract, names[0]),
         scorer=verdicts(contract, names),
         metadata={"quotebench": {"contract": contract, "transports": names}},
@@ -61,6 +67,7 @@ def build(contract: str = "raw", transports: str | list[str] = "raw,nested", tas
 
 @task(name=NAME)
 @_unpackaged
-def quotebench(contract: str = "raw", transports: str = "raw,nested", tasks: str | None = None) -> Task:
+def quotebench(contract: str = "raw", transports: str | list[str] = "raw,nested",
+               tasks: str | list[str] | None = None) -> Task:
     """QuoteBench: each reply generated once, judged on every transport in ``transports``."""
     return build(contract, transports, tasks)
