@@ -140,6 +140,32 @@ def test_import_and_report_reproduce_our_driver_on_the_same_replies(tmp_path: Pa
     assert len((tmp_path / "imp" / "results.jsonl").read_text().splitlines()) == 32
 
 
+def test_epochs_are_draws_each_generated_once(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+
+    from qb_client.inspect_ext.task import quotebench
+
+    seen: Counter = Counter()
+
+    def answer(task: Any, contract: str, tools: list) -> str:
+        seen[task.id] += 1
+        return fence(task.solution) if seen[task.id] == 1 else "echo wrong > report.txt"
+
+    model, calls = scripted(answer)
+    [log] = inspect_eval(quotebench(contract="raw", transports="raw", tasks="file-write/control"), model=model,
+                         epochs=2, log_dir=str(tmp_path / "logs"), display="none")
+    assert calls == Counter({("file-write/control", "raw"): 2})
+    p = cli("import-inspect", log.location, "--out", str(tmp_path / "imp"))
+    assert p.returncode == 0, p.stderr
+    replies = [json.loads(x) for x in (tmp_path / "imp" / "replies.jsonl").read_text().splitlines()]
+    assert sorted(r["draw"] for r in replies) == [0, 1] and len({r["reply_id"] for r in replies}) == 2
+    p = cli("replay", str(tmp_path / "imp" / "replies.jsonl"), "--transports", "raw",
+            "--out", str(tmp_path / "driver.jsonl"))
+    assert p.returncode == 0, p.stderr
+    assert verdicts(tmp_path / "imp" / "results.jsonl") == verdicts(tmp_path / "driver.jsonl")
+    assert sorted(v[0] for v in verdicts(tmp_path / "driver.jsonl").values()) == [False, True]
+
+
 def test_native_offers_our_bash_tool_never_runs_it_and_replays_the_call(tmp_path: Path) -> None:
     from inspect_ai.model import ModelOutput
 
