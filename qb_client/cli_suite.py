@@ -25,8 +25,7 @@ def tasks_list(as_json: bool = JSON_OPT, suite_opt: str = SUITE_OPT) -> None:
     apply_suite(suite_opt)
     ts = suite()
     if as_json:
-        print_json([{"id": t.id, "family": t.family, "tier": t.tier, "instruction": t.instruction, "suite": t.suite}
-                    for t in ts])
+        print_json([{"id": t.id, "family": t.family, "tier": t.tier, "instruction": t.instruction} for t in ts])
         return
     from rich.table import Table
 
