@@ -60,11 +60,11 @@ def test_kendall_tau_b_of_two_items_is_plus_or_minus_one():
 
 
 def test_vectorized_tau_b_of_two_items_and_rows_with_a_nan():
-    x = np.array([[0.1, 0.2], [0.1, 0.2], [np.nan, 0.2], [0.3, 0.3]])
-    y = np.array([[0.3, 0.4], [0.4, 0.3], [0.3, 0.4], [0.1, 0.2]])
+    x = np.array([[0.1, 0.2], [0.1, 0.2], [np.nan, 0.2], [0.3, 0.3], [0.1, 0.2]])
+    y = np.array([[0.3, 0.4], [0.4, 0.3], [0.3, 0.4], [0.1, 0.2], [0.3, np.nan]])
     tau = stats.kendall_tau_b_rows(x, y)
     assert tau[:2].tolist() == [1.0, -1.0]
-    assert math.isnan(tau[2])  # only the row holding the NaN is undefined
+    assert math.isnan(tau[2]) and math.isnan(tau[4])  # only the rows holding a NaN are undefined
     assert math.isnan(tau[3])  # one side all tied
 
 

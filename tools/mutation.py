@@ -20,13 +20,19 @@ Usage (docs/mutation.md)::
     python tools/mutation.py --list
     python tools/mutation.py report-stats            # run, then print the score
     python tools/mutation.py report-stats --workers 1
-    python tools/mutation.py report-stats --score    # the score of the last run only
     python tools/mutation.py report-stats --survivors  # each survivor's diff
+    python tools/mutation.py report-stats --rerun-survivors  # after adding tests: rerun only the survivors
+
+Each full run writes ``.mutation/<module>/summary.json`` (total, killed, the survivors' names). Adding a
+test changes mutmut's test selection, which makes mutmut forget every result; ``--rerun-survivors``
+therefore reruns only the mutants that survived (a new test cannot revive a killed mutant) and adds
+the newly killed ones to the summary: the score after.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import subprocess
@@ -47,6 +53,7 @@ class Module:
 
     files: tuple[str, ...]
     tests: tuple[str, ...]
+    pytest_args: tuple[str, ...] = ()  # added to mutmut's pytest_add_cli_args, e.g. a -k that drops slow renderers
 
 
 REPORT_TESTS = ("tests/test_report.py", "tests/test_report_paths.py", "tests/test_report_sharing.py",
@@ -57,7 +64,10 @@ LIMIT_TESTS = ("tests/test_limits.py", "tests/test_sandbox.py", "tests/test_mut_
 
 MODULES: dict[str, Module] = {
     "report-stats": Module(("qb_client/report/stats.py",), REPORT_TESTS),
-    "report-compute": Module(("qb_client/report/compute.py",), REPORT_TESTS),
+    # the CLI and HTML/terminal tests run a subprocess or render plots (10-20 s each) and judge text
+    "report-compute": Module(("qb_client/report/compute.py",),
+                             ("tests/test_report.py", "tests/test_measure_intervals.py", "tests/test_mut_report.py"),
+                             ("-k", "not html and not terminal and not bad_path")),
     "report-paths": Module(("qb_client/report/paths.py",), REPORT_TESTS),
     "validate": Module(("tasks/validate.py",),
                        ("tests/test_validators.py", "tests/test_validator_safety.py", "tests/test_mut_validate.py")),
@@ -87,7 +97,8 @@ def prepare(name: str, module: Module) -> Path:
     """The module's work directory: links to the checkout and its narrowed mutmut configuration."""
     base = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["mutmut"]
     tests = [t for t in module.tests if (ROOT / t).exists()]
-    config = dict(base, only_mutate=list(module.files), pytest_add_cli_args_test_selection=tests)
+    config = dict(base, only_mutate=list(module.files), pytest_add_cli_args_test_selection=tests,
+                  pytest_add_cli_args=list(base.get("pytest_add_cli_args", [])) + list(module.pytest_args))
     work = WORK / name
     work.mkdir(parents=True, exist_ok=True)
     for entry in LINKED:
@@ -100,19 +111,43 @@ def prepare(name: str, module: Module) -> Path:
     return work
 
 
-def score(work: Path) -> dict[str, int]:
-    """Counts by status from mutmut's own export, and the score: killed (or timed out) over all mutants."""
-    subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=work, check=True,
-                   stdout=subprocess.DEVNULL)
-    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text("utf-8"))
-    return stats
-
-
-def survivors(work: Path) -> list[str]:
-    """The names of the mutants still alive (survived, or never reached by a selected test)."""
-    out = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=work, check=True,
+def statuses(work: Path) -> dict[str, str]:
+    """Every mutant mutmut knows of in ``work``, with its status (killed, survived, no tests, not checked...)."""
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, check=True,
                          capture_output=True, text=True).stdout
-    return [line.split(":")[0].strip() for line in out.splitlines() if line.strip().endswith(("survived", "no tests"))]
+    pairs = (line.strip().rsplit(": ", 1) for line in out.splitlines() if ": " in line)
+    return {name: status for name, status in pairs}
+
+
+ALIVE = ("survived", "no tests")
+DEAD = ("killed", "timeout", "caught by type check")
+
+
+def summarize(work: Path, name: str, only: list[str]) -> dict[str, object]:
+    """The score of a run (of the mutants matching ``only``, when given), saved to ``summary.json``."""
+    st = {k: v for k, v in statuses(work).items() if not only or any(fnmatch.fnmatch(k, g) for g in only)}
+    killed = sum(s in DEAD for s in st.values())
+    summary = {"module": name, "only": only, "total": len(st), "killed": killed,
+               "survivors": sorted(k for k, s in st.items() if s in ALIVE),
+               "unchecked": sorted(k for k, s in st.items() if s not in ALIVE + DEAD)}
+    (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+def rerun_survivors(work: Path, env: dict[str, str], workers: int) -> dict[str, object]:
+    """Rerun the survivors of the last summary; those killed now are added to its killed count."""
+    summary = json.loads((work / "summary.json").read_text("utf-8"))
+    alive = list(summary["survivors"])
+    if alive:
+        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *alive],
+                       cwd=work, env=env, check=True)
+    st = statuses(work)
+    now_dead = [k for k in alive if st.get(k) in DEAD]
+    summary["killed"] = int(summary["killed"]) + len(now_dead)
+    summary["survivors"] = [k for k in alive if k not in now_dead]
+    summary["killed_by_rerun"] = sorted(set(summary.get("killed_by_rerun", [])) | set(now_dead))
+    (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,31 +155,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("module", nargs="?", choices=sorted(MODULES))
     parser.add_argument("--list", action="store_true", help="list the modules, their files and tests")
     parser.add_argument("--workers", type=int, default=2, help="mutmut --max-children (default 2)")
-    parser.add_argument("--score", action="store_true", help="print the last run's score, run nothing")
-    parser.add_argument("--survivors", action="store_true", help="show every surviving mutant's diff")
+    parser.add_argument("--survivors", action="store_true", help="show every surviving mutant's diff, run nothing")
+    parser.add_argument("--only", nargs="+", default=[], metavar="GLOB",
+                        help="run only the mutants whose names match, e.g. 'qb_client.report.compute.x__decomposition*'")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="rerun only the last summary's survivors (after adding tests) and update the score")
     args = parser.parse_args(argv)
     if args.list or not args.module:
         for name, m in MODULES.items():
-            print(f"{name}: {' '.join(m.files)}\n    tests: {' '.join(m.tests)}")
+            print(f"{name}: {' '.join(m.files)}\n    tests: {' '.join(m.tests)} {' '.join(m.pytest_args)}")
         return 0
     work = prepare(args.module, MODULES[args.module])
     # the directory must exist before Python starts: an import-path entry that is missing at the first
     # import is cached as "no finder", and the checkout (editable install) would then be tested instead
     (work / "mutants").mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(work / "mutants"))
-    if not (args.score or args.survivors):
-        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.workers)],
-                              cwd=work, env=env)
+    if args.survivors:
+        summary = json.loads((work / "summary.json").read_text("utf-8"))
+        for name in summary["survivors"]:
+            subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env)
+        return 0
+    if args.rerun_survivors:
+        summary = rerun_survivors(work, env, args.workers)
+    else:
+        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.workers),
+                               *args.only], cwd=work, env=env)
         if done.returncode != 0:
             return done.returncode
-    if args.survivors:
-        for name in survivors(work):
-            subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env)
-    stats = score(work)
-    killed = stats["killed"] + stats["timeout"] + stats.get("caught_by_type_check", 0)
-    total = stats["total"]
-    print(json.dumps(stats))
-    print(f"{args.module}: {killed}/{total} killed = {100.0 * killed / total:.1f}%" if total else "no mutants")
+        summary = summarize(work, args.module, args.only)
+    killed, total = int(summary["killed"]), int(summary["total"])
+    print(f"{args.module}: {killed}/{total} killed = {100.0 * killed / total:.1f}%; "
+          f"{len(summary['survivors'])} survivors (.mutation/{args.module}/summary.json)")
     return 0
 
 
