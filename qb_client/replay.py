@@ -147,10 +147,17 @@ def load_replies(path: Path) -> list[StoredReply]:
         suite_id = get_task(task_id).suite
         salt = f"{config.label}\0{contract}\0{draw}" + (f"\0{suite_id}" if suite_id != "public" else "")
         rid = own_id or reply_id_for(task_id, reply_text or "", salt)
-        usage = Usage.model_validate(obj.get("usage") or {}) if isinstance(obj.get("usage"), dict) else Usage()
+        try:
+            usage = Usage.model_validate(obj.get("usage") or {}) if isinstance(obj.get("usage"), dict) else Usage()
+        except ValidationError as e:
+            err = e.errors()[0]
+            fail(f"{where}: field 'usage.{'.'.join(str(p) for p in err['loc'])}': {err['msg']}")
         timing = obj.get("timing") if isinstance(obj.get("timing"), dict) else {}
+        generate_ms = timing.get("generate_ms")
+        if generate_ms is not None and (isinstance(generate_ms, bool) or not isinstance(generate_ms, (int, float))):
+            fail(f"{where}: field 'timing.generate_ms': not a number")
         replies.append(StoredReply(str(rid), task_id, contract, draw, config, reply_text or "", command, reason,
-                                   usage, timing.get("generate_ms")))
+                                   usage, generate_ms))
     if not replies:
         fail(no_replies(path, torn))
     if torn:

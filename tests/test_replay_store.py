@@ -212,3 +212,18 @@ def test_report_refuses_a_torn_line_that_is_not_last(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["configs"][0]["cells"]["RR"]["n"] == 3
     assert f"{results}: skipped the torn last line 4 (no newline, not complete JSON" in r.stderr
+
+
+def test_bad_usage_or_timing_in_a_store_is_one_line_at_load(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    for field, value, message in (("usage", {"input_tokens": "x"}, "field 'usage.input_tokens'"),
+                                  ("timing", {"generate_ms": "slow"}, "field 'timing.generate_ms': not a number")):
+        store = tmp_path / f"{field}.jsonl"
+        store.write_text(json.dumps({"task_id": "file-write/control", "command": "true", field: value}) + "\n")
+        out = tmp_path / f"{field}-results.jsonl"
+        done = subprocess.run([sys.executable, "-c", "from qb_client.cli import main; main()", "replay", str(store),
+                               "--transports", "raw", "--out", str(out)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert f"{store}: line 1: {message}" in done.stderr and not out.exists()
