@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from qb_client.report import stats
+from qb_client.report.compute import compute, selection
+from test_report import rec
 
 
 def test_a_resample_that_drew_exactly_one_task_has_that_task_s_rate():
@@ -73,3 +75,23 @@ def test_reversals_are_ordered_by_the_leader_s_x_then_by_name():
     labels = ["e", "c", "d", "b"]
     reversals = stats.strict_reversals(labels, [0.9, 0.1, 0.9, 0.5], [0.0, 0.8, 0.0, 0.5])
     assert reversals == [["d", "b"], ["d", "c"], ["e", "b"], ["e", "c"], ["b", "c"]]
+
+
+def test_selection_ties_within_float_noise_and_names_every_field():
+    # 0.1 + 0.2 is 0.30000000000000004 and 0.1 * 7 is 0.7000000000000001: ties at TIE_DECIMALS, not
+    # at full precision, and not at a coarser rounding (0.25 would then tie with 0.3, and 0.6 with 0.7)
+    out = selection(["a", "b", "c"], [0.3, 0.1 + 0.2, 0.25], [0.6, 0.7, 0.1 * 7])
+    assert out == {"rr_leaders": ["a", "b"], "nn_best": ["b", "c"], "picked_nn": pytest.approx(0.65, abs=1e-12),
+                   "best_nn": pytest.approx(0.7, abs=1e-12), "regret": pytest.approx(-0.05, abs=1e-12)}
+
+
+def test_a_cell_s_passed_count_is_an_int_when_whole_else_six_decimals():
+    # RR: a/x passes 1 draw of 3 and a/y 2 of 2, so passed = 1/3 + 1 = 1.333333 (6 decimals);
+    # RN: a/x passes 2 draws of 2 and a/y 0 of 1: passed = 1, the JSON int 1, not 1.0
+    records = [rec("a/x", d == 0, cell="RR", draw=d) for d in range(3)] + [
+        rec("a/y", True, cell="RR", draw=d) for d in range(2)] + [
+        rec("a/x", True, cell="RN", draw=d) for d in range(2)] + [rec("a/y", False, cell="RN")]
+    cells = compute(records, resamples=10)["configs"][0]["cells"]
+    assert repr(cells["RR"]["passed"]) == "1.333333"
+    assert repr(cells["RN"]["passed"]) == "1"
+    assert cells["RN"]["n"] == 2
