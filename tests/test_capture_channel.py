@@ -104,3 +104,16 @@ def test_the_first_forked_shell_is_chosen_by_fork_order_every_time() -> None:
     command = 'echo one > a.txt" & bash -c "echo two > b.txt" & bash -c "echo three > c.txt" & wait; echo "'
     seen = {run("nested", command).received for _ in range(6)}
     assert seen == {"echo one > a.txt"}
+
+
+def test_a_flood_of_announcements_is_bounded_in_time_and_in_the_record() -> None:
+    """200 background loops and the outer shell itself writing to the channel without end: once took
+    the harness past its wall clock to 1.6 GB; now the run ends at its timeout and the note stays short."""
+    command = 'x"; for i in $(seq 200); do (while :; do printf shim >&9; done) & done; while :; do printf shim >&9; done; "'
+    import time
+
+    start = time.monotonic()
+    record = run("nested", command, budget_s=60)
+    assert time.monotonic() - start < LIMITS.timeout_s + 15
+    assert record.timed_out and record.limit_hit == "time"
+    assert len(record.received_note or "") < 2000

@@ -24,12 +24,17 @@ class Delivery:
     ``execution`` is ``None`` only when nothing ran, and then
     ``transport_error`` says why. ``received_note`` is one line on anything unusual
     about how ``received`` was determined (several inner shells, ignored messages).
+    ``split`` is True when no final shell ran in the outer program's place: the outer
+    parse ran several commands, so the command did not arrive as one program, whatever
+    ``received`` says (a shell run from R's own outer expansion can receive R itself);
+    such a record is ``damaged``.
     """
 
     received: str | None
     execution: Execution | None
     transport_error: str | None = None
     received_note: str | None = None
+    split: bool = False
 
 
 @runtime_checkable

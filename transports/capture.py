@@ -141,6 +141,7 @@ async def run_captured(sandbox: Sandbox, argv: list[str], final: Shell = DEFAULT
             binds=((shim, inside),), pass_fds=(channel.fd,),
         ))
         delivery.received, delivery.received_note = judge(channel.capture)
+        delivery.split = not channel.capture.boundary and bool(channel.capture.forked)
     return delivery
 
 

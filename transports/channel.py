@@ -102,6 +102,17 @@ def _stopped(pid: int) -> bool:
     return state in (b"T", b"t", b"Z", b"X", b"")
 
 
+MAX_NOTES = 8
+
+
+def _note(cap: Capture, line: str) -> None:
+    """At most MAX_NOTES lines of what was ignored, then one count (the note stays one short line)."""
+    if len(cap.ignored) < MAX_NOTES:
+        cap.ignored.append(line[:200])
+    elif len(cap.ignored) == MAX_NOTES:
+        cap.ignored.append("more messages were ignored")
+
+
 def _resume(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGCONT)
@@ -141,6 +152,8 @@ class ReceivedChannel:
         self._child.set_inheritable(True)
         self.capture = Capture()
         self._seen = 0
+        self._outer_seen = 0
+        self._tasks = 0
 
     @property
     def fd(self) -> int:
@@ -189,7 +202,10 @@ class ReceivedChannel:
             if not msg and pid is None:
                 return todo
             where = self._classify(pid, msg)
-            if msg == b"shim" and pid:
+            if msg == b"shim" and pid and self._tasks < MAX_MESSAGES + 1:
+                # one inspection per announcer, at most MAX_MESSAGES + 1 in all: past that an announcer is
+                # never resumed and stays stopped until its run ends (only a flood of R's own makes so many)
+                self._tasks += 1
                 todo.append((pid, where))
 
     def _classify(self, pid: int | None, msg: bytes) -> list | None:
@@ -202,14 +218,14 @@ class ReceivedChannel:
                 cap.ignored.append("the channel's first message did not come from the outer shell")
             return None
         if msg != b"shim":
-            if len(cap.ignored) < MAX_MESSAGES:
-                cap.ignored.append(f"an unexpected message from pid {pid}")
+            _note(cap, f"an unexpected message from pid {pid}")
             return None
         if pid is None:
             cap.ignored.append("a message without the sender's credentials")
             return None
         if pid == cap.outer_pid:  # at most one shell can be exec'd in the outer shell's place
-            return cap.boundary
+            self._outer_seen += 1
+            return cap.boundary if self._outer_seen == 1 else None
         self._seen += 1
         if self._seen > MAX_MESSAGES:
             if self._seen == MAX_MESSAGES + 1:
@@ -235,7 +251,7 @@ class ReceivedChannel:
     def _take(self, pid: int, where: list) -> None:
         argv, why = self._verified_argv(pid)
         if argv is None:
-            self.capture.ignored.append(f"a capture message from pid {pid} failed verification: {why}")
+            _note(self.capture, f"a capture message from pid {pid} failed verification: {why}")
         elif where is self.capture.boundary:
             self.capture.boundary.append(argv)
         else:

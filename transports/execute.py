@@ -51,7 +51,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         shell=shell_of(transport_name), suite=task.suite, userland=userland or default_userland(),
         task_id=task.id, family=task.family, tier=task.tier, draw=draw,
         reply=reply_text, command=command, received=delivery.received, received_note=delivery.received_note,
-        damaged=delivery.received != command,
+        damaged=delivery.received != command or delivery.split,
         exit_code=ex.exit_code if ex else None,
         stdout=Output(text=ex.stdout.text, truncated=ex.stdout.truncated) if ex else Output(),
         stderr=Output(text=ex.stderr.text, truncated=ex.stderr.truncated) if ex else Output(),

@@ -80,6 +80,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -102,7 +103,8 @@ from tasks.safefs import remove_tree
 from . import cgroups, diskcap, reaper, userland as userlands
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
+INSIDE_ROOT = "/sandbox"
+FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under bwrap (read-only)  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
 # $0 names the run's cgroup directories, space-separated (empty: none); 125 = the limits could not be applied,
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = ('for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
@@ -320,7 +322,7 @@ def _masks() -> list[str]:
 def _system_binds() -> list[str]:
     """Read-only binds of the system directories; merged-/usr symlinks stay symlinks."""
     args: list[str] = []
-    for top in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"):
+    for top in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/") / top
         if p.is_symlink():
             args += ["--symlink", os.readlink(p), str(p)]
@@ -346,6 +348,7 @@ class Sandbox:
         self.cgroup: cgroups.Group | None = None
         self.mounted = False
         self.closed = False
+        self.files: Path | None = None  # host-written files (write_file): outside the root, bound read-only
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -390,11 +393,13 @@ class Sandbox:
             return
         self.closed = True
         cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
-        group, root, mounted = self.cgroup, self.root, self.mounted
+        group, root, mounted, files = self.cgroup, self.root, self.mounted, self.files
 
         def remove() -> None:
             cgroups.remove(group)
             _discard(root, mounted)
+            if files is not None:
+                remove_tree(files)
         if wait:
             remove()
         else:
@@ -415,9 +420,30 @@ class Sandbox:
     # -- helpers for transports ----------------------------------------------
 
     def scratch(self, stem: str) -> Path:
-        """A fresh, not yet existing path in ``meta/`` (outside the working directory)."""
+        """A fresh, not yet existing path in ``meta/`` (outside the working directory), for what the command
+        itself writes (a tmux socket, a record). Never write into it from the host: the command owns meta/
+        and can plant a symlink at a predictable name; use :meth:`write_file`."""
         self._counter += 1
-        return self.meta / f"{stem}-{self._counter}"
+        return self.meta / f"{stem}-{self._counter}-{secrets.token_hex(4)}"
+
+    def write_file(self, name: str, data: bytes) -> str:
+        """Write ``data`` as a new file the command can read but not change, and return its path as the
+        command names it (``/run/qb-files/<name>-N``). The directory is the harness's own, outside the
+        sandbox root, bound read-only; the file is created with O_EXCL|O_NOFOLLOW through its directory fd."""
+        if self.files is None:
+            self.files = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-files-")).resolve()
+            self.files.chmod(0o755)
+        self._counter += 1
+        stem, dot, ext = name.partition(".")
+        fname = f"{stem}-{self._counter}{dot}{ext}"
+        dfd = os.open(self.files, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return f"{FILES_INSIDE}/{fname}" if self.isolation == "bwrap" else str(self.files / fname)
 
     def inside(self, path: Path) -> str:
         """How a path under the private root is named by the command (``/sandbox/...`` under bwrap)."""
@@ -471,6 +497,8 @@ class Sandbox:
         iso += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp_size), "--tmpfs", "/tmp",
                 "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
                 "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
+        if self.files is not None:
+            iso += ["--ro-bind", str(self.files), FILES_INSIDE]
         if self.userland_dir is not None:
             iso += ["--ro-bind", str(self.userland_dir), userlands.MOUNT]
         for b in binds:

@@ -221,10 +221,14 @@ class Ssh:
                     with anyio.CancelScope(shield=True):
                         session = await server.finish(token)
             argv, note = judge_argv(channel.capture)
+            split = not channel.capture.boundary and bool(channel.capture.forked)
+        sent = _request_from(argv)
         if session is not None:
-            return Delivery(received=session.requests[0] if session.requests else None,
-                            execution=_merge(local, session))
-        return Delivery(received=_request_from(argv), execution=_merge(local, session), received_note=note)
+            # the request of the client at the boundary (the wrapper announced its argv), not merely the first
+            # one the server saw: R's own outer expansion can run an ssh of its own first
+            received = sent if sent in session.requests else (session.requests[0] if session.requests else None)
+            return Delivery(received=received, execution=_merge(local, session), received_note=note, split=split)
+        return Delivery(received=sent, execution=_merge(local, session), received_note=note, split=split)
 
 
 def _request_from(argv: list[bytes] | None) -> str | None:

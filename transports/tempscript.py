@@ -23,10 +23,8 @@ class Tempscript:
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        script = sandbox.scratch("script").with_suffix(".sh")
-        script.write_bytes(command.encode("utf-8"))
-        execution = await sandbox.run(self.shell.argv(sandbox.inside(script)))
-        script.unlink(missing_ok=True)
+        script = sandbox.write_file("script.sh", command.encode("utf-8"))  # read-only to the command
+        execution = await sandbox.run(self.shell.argv(script))
         # the file bash was started on held exactly R; reading it back afterwards would let the
         # program rewrite (or delete) its own "received"
         return Delivery(received=command, execution=execution)

@@ -155,12 +155,10 @@ class Gha:
             script_text = substitute(run)
         except ExpressionError as e:
             return Delivery(received=None, execution=None, transport_error=f"{self.name}: {e}")
-        script = sandbox.scratch("gha").with_suffix(".sh")
-        script.write_bytes(script_text.encode("utf-8", "surrogateescape"))
-        argv = [sandbox.inside(script) if a == "{0}" else a for a in SHELLS[shell]]
+        script = sandbox.write_file("gha.sh", script_text.encode("utf-8", "surrogateescape"))  # read-only to R
+        argv = [script if a == "{0}" else a for a in SHELLS[shell]]
         if self.shell is not DEFAULT:  # a test's capture program in the shell's place
             argv = [*self.shell.words, *argv[1:]]
         execution = await sandbox.run(argv)
-        script.unlink(missing_ok=True)
         return Delivery(received=script_text, execution=execution, received_note="; ".join(notes) or None)
 

@@ -85,29 +85,23 @@ class MakeRecipe:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
         script = None
-        if self.safe and not one_line_exact(command):
-            script = sandbox.scratch("recipe").with_suffix(".sh")
-            script.write_bytes(command.encode("utf-8"))
+        if self.safe and not one_line_exact(command):  # host-written files are read-only to the command
+            script = sandbox.write_file("recipe.sh", command.encode("utf-8"))
         shim = shim_dir()
         inside = sandbox.mount_point(shim, "qb-shim")
-        setup = sandbox.scratch("setup").with_suffix(".mk")
-        setup.write_text(f"override SHELL := {inside}/{SH.program}\n")
-        makefile = sandbox.scratch("Makefile")
-        makefile.write_bytes(self.makefile(command, sandbox.inside(script) if script else None).encode("utf-8"))
+        setup = sandbox.write_file("setup.mk", f"override SHELL := {inside}/{SH.program}\n".encode())
+        makefile = sandbox.write_file("Makefile", self.makefile(command, script).encode("utf-8"))
         with ReceivedChannel(f"{inside}/{SH.program}") as channel:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(channel.serve)
                 delivery = await run_program(
-                    sandbox, ["bash", "-c", OUTER, sandbox.inside(setup), sandbox.inside(makefile)], received=None,
+                    sandbox, ["bash", "-c", OUTER, setup, makefile], received=None,
                     env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: SH.program},
                     binds=((shim, inside),), pass_fds=(channel.fd,))
                 tg.cancel_scope.cancel()
             channel.drain()
             shells = [received_from(argv) for _pid, argv in channel.capture.forked]  # make runs them one by one
             notes = list(channel.capture.ignored)
-        for path in (script, setup, makefile):
-            if path is not None:
-                path.unlink(missing_ok=True)
         if script is not None:
             delivery.received = command if shells else None
             notes.insert(0, f"make ran {shells[0]!r}; the final shell read R from that file" if shells else

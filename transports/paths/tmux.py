@@ -211,8 +211,12 @@ class Tmux:
         if shutil.which("tmux", path=SYSTEM_PATH) is None:
             return Delivery(received=None, execution=None,
                             transport_error=f"{self.name}: tmux is not installed (Debian package: tmux)")
-        run = sandbox.scratch("tmux")
-        run.mkdir(mode=0o700)
+        run = sandbox.scratch("tmux")  # an unguessable name; a planted one makes mkdir fail, never followed
+        try:
+            run.mkdir(mode=0o700)
+        except OSError as e:
+            return Delivery(received=None, execution=None,
+                            transport_error=f"{self.name}: cannot make the run directory: {e.strerror or e}")
         try:
             return await self._deliver(command, sandbox, run.name)
         finally:
@@ -221,8 +225,8 @@ class Tmux:
     async def _deliver(self, command: str, sandbox: Sandbox, rel: str) -> Delivery:
         inside = sandbox.inside(sandbox.meta / rel)
         if self.safe:
-            (sandbox.meta / rel / "command").write_bytes(command.encode("utf-8"))
-            mode, text = "safe", f"bash {inside}/command </dev/null"
+            script = sandbox.write_file("command", command.encode("utf-8"))  # read-only to the command
+            mode, text = "safe", f"bash {script} </dev/null"
         else:
             mode, text = "keys", command
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
