@@ -18,7 +18,7 @@ n=0; while [ -e "{meta}/cap.$n" ]; do n=$((n + 1)); done
 mkdir "{meta}/cap.$n"; i=0
 for a in "$@"; do
     printf '%s' "$a" > "{meta}/cap.$n/$i"
-    case $a in {meta}/*) if [ -f "$a" ]; then cat -- "$a" > "{meta}/cap.$n/script"; fi;; esac
+    case $a in /*) if [ -f "$a" ]; then cat -- "$a" > "{meta}/cap.$n/script"; fi;; esac
     i=$((i + 1))
 done
 """
@@ -52,6 +52,6 @@ def invocations(box: Sandbox) -> list[list[str]]:
 
 
 def script_of(box: Sandbox, n: int = 0) -> str | None:
-    """The text of the script file (in ``meta/``) invocation ``n`` was started on, if any."""
+    """The text of the script file invocation ``n`` was started on (an absolute path argument), if any."""
     f = Path(box.meta / f"cap.{n}" / "script")
     return f.read_bytes().decode("utf-8", errors="surrogateescape") if f.exists() else None

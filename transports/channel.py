@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ from dataclasses import dataclass, field
 import anyio
 
 MAX_MESSAGES = 64
+BATCH = 128        # messages read before the event loop gets a turn
+MAX_READ = 8192    # messages read in one run at most
 MAX_CMDLINE = 1 << 20
 _CREDS = struct.calcsize("3i")
 PRELOAD_VARS = (b"LD_PRELOAD=", b"LD_AUDIT=", b"LD_LIBRARY_PATH=")
@@ -153,7 +156,8 @@ class ReceivedChannel:
         self.capture = Capture()
         self._seen = 0
         self._outer_seen = 0
-        self._tasks = 0
+        self._read = 0
+        self._pending: dict[int, tuple[list | None, float]] = {}
 
     @property
     def fd(self) -> int:
@@ -174,39 +178,57 @@ class ReceivedChannel:
     async def serve(self) -> None:
         """Answer messages until cancelled (the caller cancels when the run is over)."""
         async with anyio.create_task_group() as tg:
-            while True:
+            tg.start_soon(self._resumer)
+            while self._read < MAX_READ:  # past it, a flood of R's own waits on a full socket until its run ends
                 await anyio.wait_readable(self._host)
-                for pid, where in self._receive():
-                    tg.start_soon(self._inspect, pid, where)
+                self._receive()
+                await anyio.sleep(0)  # never starve the run's own timeout
 
     def drain(self) -> None:
-        """Handle every message waiting now, without blocking (after the run: its senders are gone)."""
-        for pid, where in self._receive():
+        """Handle what is waiting now, without blocking (after the run: its senders are gone)."""
+        self._receive()
+        for pid, (where, _since) in list(self._pending.items()):
             if where is not None:
                 self._take(pid, where)
             _resume(pid)
+        self._pending.clear()
 
-    def _receive(self) -> list[tuple[int, list | None]]:
-        """Read what is waiting: every shim message as (pid, where its argv belongs, or None: only to be
-        resumed once it has stopped, never before, or it would stop for good)."""
-        todo: list[tuple[int, list | None]] = []
+    async def _resumer(self) -> None:
+        """One task for every announcer: once a pid has stopped itself, read it (when it is to be inspected)
+        and resume it by its pid. At most one entry per live process (the run's pids cgroup bounds them);
+        a pid that never stops is given up after STOP_WAIT_S and resumed anyway."""
         while True:
+            now = time.monotonic()
+            for pid, (where, since) in list(self._pending.items()):
+                if _stopped(pid) or now - since > STOP_WAIT_S:
+                    del self._pending[pid]
+                    try:
+                        if where is not None and _stopped(pid):
+                            self._take(pid, where)
+                    finally:
+                        _resume(pid)
+            await anyio.sleep(0.0002 if self._pending else 0.002)
+
+    def _receive(self) -> None:
+        """Read what is waiting (at most BATCH messages): every announcer joins ``_pending`` with where its
+        argv belongs, or None: only to be resumed once it has stopped, never before, or it would stop for good."""
+        for _ in range(BATCH):
+            self._read += 1
             try:
                 msg, anc, _flags, _addr = self._host.recvmsg(64, socket.CMSG_SPACE(_CREDS))
             except OSError:  # BlockingIOError: nothing more now
-                return todo
+                return
             pid = None
             for level, kind, data in anc:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _CREDS:
                     pid = struct.unpack("3i", data[:_CREDS])[0]
             if not msg and pid is None:
-                return todo
+                return
+            if msg == b"shim" and pid and pid in self._pending:
+                continue  # the same announcer again (a loop of R's own): one entry is enough
             where = self._classify(pid, msg)
-            if msg == b"shim" and pid and self._tasks < MAX_MESSAGES + 1:
-                # one inspection per announcer, at most MAX_MESSAGES + 1 in all: past that an announcer is
-                # never resumed and stays stopped until its run ends (only a flood of R's own makes so many)
-                self._tasks += 1
-                todo.append((pid, where))
+            if msg == b"shim" and pid:
+                self._pending[pid] = (where, time.monotonic())
 
     def _classify(self, pid: int | None, msg: bytes) -> list | None:
         """Where a message's argv would go (the boundary or the forked list), or None to leave it."""
@@ -234,19 +256,6 @@ class ReceivedChannel:
         if _ppid(pid) != cap.outer_pid:
             return None  # a bash run deeper inside the outer expansion: not at the boundary
         return cap.forked
-
-    async def _inspect(self, pid: int, where: list | None) -> None:
-        """Wait until the announcer has stopped itself (so its argv is the shim's, whatever other shims
-        do meanwhile), read it from /proc, then let it go on. Each announcer is resumed by its own pid:
-        no shared answer another one could take."""
-        try:
-            with anyio.move_on_after(STOP_WAIT_S):
-                while not _stopped(pid):
-                    await anyio.sleep(0.0002)
-            if where is not None:
-                self._take(pid, where)
-        finally:
-            _resume(pid)
 
     def _take(self, pid: int, where: list) -> None:
         argv, why = self._verified_argv(pid)
