@@ -11,6 +11,8 @@ from transports.execute import execute
 from transports.registry import UnknownTransportError, get, validate_name
 from transports.sandbox import Limits
 
+from bulk import many
+
 pytestmark = pytest.mark.needs("dash", "zsh", "busybox")
 
 SHELLS = ("dash", "zsh", "busybox")
@@ -67,13 +69,12 @@ def test_a_bashism_means_something_else_on_the_final_shell(shell: str) -> None:
 def test_the_fixes_reproduce_raw_on_the_same_shell(shell: str) -> None:
     """The 112 reference solutions: escaped and tempscript on a shell give raw's verdict on that shell,
     and received == R."""
-    for task in load_suite():
-        for command in (task.solution, task.solution_disclosed):
-            base = rec(f"raw@{shell}", command, task)
-            for fix in ("escaped", "tempscript"):
-                r = rec(f"{fix}@{shell}", command, task)
-                assert r.received == command, (fix, shell, task.id)
-                assert r.verdict.passed == base.verdict.passed, (fix, shell, task.id)
+    commands = [(t, c) for t in load_suite() for c in (t.solution, t.solution_disclosed)]
+    bases = many(f"raw@{shell}", commands)
+    for fix in ("escaped", "tempscript"):
+        for (task, command), base, r in zip(commands, bases, many(f"{fix}@{shell}", commands)):
+            assert r.received == command, (fix, shell, task.id)
+            assert r.verdict.passed == base.verdict.passed, (fix, shell, task.id)
 
 
 @pytest.mark.parametrize("shell", SHELLS)
