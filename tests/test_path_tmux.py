@@ -224,7 +224,8 @@ def test_a_record_replaced_by_a_symlink_is_not_followed() -> None:
 
 def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:
     """The command writes the driver's report itself and kills the driver (inside the sandbox's pid namespace)."""
-    command = 'echo "send-failed 7" > ../meta/tmux-*/status; echo hello world > out.txt; pkill -9 -f "^bash -c .*qb-idle"'
+    command = ('for d in ../meta/tmux-*/; do echo "send-failed 7" > "$d/status"; done; echo hello world > out.txt; '
+               'pkill -9 -f "^bash -c .*qb-idle"')
     d, files = deliver("tmux", command)
     assert files["out.txt"] == "hello world\n" and d.transport_error is None
     assert d.received == command and d.execution is not None and d.execution.exit_code is None
