@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from transports.store import StoreError, bad_line, is_torn, parse_line, torn_note
+from transports.store import StoreError, jsonl_values, torn_note
 
 
 def warn(message: str) -> None:
@@ -32,22 +32,7 @@ def warn(message: str) -> None:
 def store_lines(path: Path, torn: list[int]) -> Iterator[tuple[int, Any]]:
     """(line number, JSON value) per non-blank line. Undecodable bytes survive as lone surrogates, so they
     reach the transport check. A torn last line is skipped and its number appended to ``torn``."""
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise StoreError(f"{path}: cannot read: {e.strerror or e}") from None
-    with fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                value = parse_line(raw, surrogates=True)
-            except ValueError as e:
-                if is_torn(raw):
-                    torn.append(n)
-                    continue
-                raise StoreError(bad_line(path, n, str(e))) from None
-            yield n, value
+    return jsonl_values(path, surrogates=True, on_torn=torn.append)
 
 
 def torn_warning(path: Path | str, torn: list[int]) -> str:

@@ -152,10 +152,11 @@ def _stderr(message: str) -> None:
     print(f"quotebench: warning: {message}", file=sys.stderr)
 
 
-def read_jsonl(path: str | os.PathLike[str], *,
-               warn: Callable[[str], None] | None = _stderr) -> Iterator[dict[str, Any]]:
-    """Yield each object, by the rule of the module docstring: a torn last line is skipped (``warn`` is told,
-    unless None); any other line that is not a JSON object raises :class:`StoreError`."""
+def jsonl_values(path: str | os.PathLike[str], *, surrogates: bool = False,
+                 on_torn: Callable[[int], None] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) per non-blank line, by the rule of the module docstring: a torn last line
+    is skipped (``on_torn`` gets its number); any other line that is not JSON raises :class:`StoreError`.
+    With ``surrogates``, undecodable bytes survive as lone surrogates (a reply store's commands keep them)."""
     p = Path(path)
     try:
         fh = open(p, "rb")
@@ -166,13 +167,21 @@ def read_jsonl(path: str | os.PathLike[str], *,
             if not raw.strip():
                 continue
             try:
-                obj = parse_line(raw)
+                value = parse_line(raw, surrogates=True) if surrogates else parse_line(raw)
             except ValueError as e:
                 if is_torn(raw):
-                    if warn is not None:
-                        warn(torn_note(p, n))
+                    if on_torn is not None:
+                        on_torn(n)
                     continue
                 raise StoreError(bad_line(p, n, str(e))) from None
-            if not isinstance(obj, dict):
-                raise StoreError(f"{p}: line {n}: not a JSON object")
-            yield obj
+            yield n, value
+
+
+def read_jsonl(path: str | os.PathLike[str], *,
+               warn: Callable[[str], None] | None = _stderr) -> Iterator[dict[str, Any]]:
+    """Yield each object (:func:`jsonl_values`); a torn last line is skipped (``warn`` is told, unless None)."""
+    p = Path(path)
+    for n, obj in jsonl_values(p, on_torn=(lambda k: warn(torn_note(p, k))) if warn is not None else None):
+        if not isinstance(obj, dict):
+            raise StoreError(f"{p}: line {n}: not a JSON object")
+        yield obj
