@@ -63,7 +63,7 @@ def _write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
 def _cache() -> Path:
     global _cache_root
     if _cache_root is None:
-        _cache_root = Path(tempfile.mkdtemp(prefix="qb-fixture-cache-"))
+        _cache_root = Path(tempfile.mkdtemp(prefix=f"qb-fixture-cache-{os.getpid()}-"))
         atexit.register(shutil.rmtree, _cache_root, True)
     return _cache_root
 

@@ -129,16 +129,19 @@ def test_leftovers_of_dead_processes_are_swept_and_live_ones_kept(tmp_path: Path
     dead = tmp / "qb-sandbox-999999999-leftover"
     (dead / "work" / "a" / "b").mkdir(parents=True)
     (dead / "work" / "link").symlink_to("/etc/passwd")
+    cache = tmp / "qb-fixture-cache-999999999-leftover"  # a killed process's git fixture templates too
+    (cache / "t" / ".git").mkdir(parents=True)
     live = tmp / f"qb-sandbox-{os.getppid()}-alive"
     live.mkdir(exist_ok=True)
     try:
         subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
                        check=True, timeout=60, capture_output=True)
-        assert not dead.exists()
+        assert not dead.exists() and not cache.exists()
         assert live.exists() and Path("/etc/passwd").exists()
     finally:
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(dead, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def test_the_memory_and_disk_caps_are_options(tmp_path: Path) -> None:

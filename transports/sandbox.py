@@ -109,7 +109,7 @@ FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under 
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = ('for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
-LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-")
+LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-")
 Isolation = Literal["bwrap", "none"]
 
 
