@@ -77,6 +77,19 @@ def _xerr(stat: dict[str, Any]) -> list[list[float]] | None:
     return [[max(0.0, v - ci[0] * 100)], [max(0.0, ci[1] * 100 - v)]]
 
 
+def _bar_axes(ax: Any, labels: list[str], lo: float, hi: float, pad: float, xlabel: str) -> None:
+    """The frame both horizontal-bar plots share: a zero line, one row per label (top down), a padded
+    x range, a vertical grid."""
+    ax.axvline(0, color="#6b7280", lw=1, zorder=1)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.4, -0.6)
+    margin = pad * (hi - lo)
+    ax.set_xlim(lo - margin, hi + margin)
+    ax.xaxis.grid(True, color=GRID, zorder=0)
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", length=0)
+
+
 def decomposition_figure(configs: list[dict[str, Any]]) -> Figure | None:
     """Per config: damage and compensation as opposing bars with intervals, the matched gap as a diamond."""
     rows = [c for c in configs if c["damage"] or c["compensation"] or c["matched_gap"]]
@@ -108,14 +121,7 @@ def decomposition_figure(configs: list[dict[str, Any]]) -> Figure | None:
                 ax.errorbar(gv, i, xerr=_xerr(g), fmt="D", color=GAP, ms=6.5, mec="white", mew=1.2,
                             elinewidth=1.4, capsize=3, zorder=5)
                 lo, hi = min(lo, gv), max(hi, gv)
-        ax.axvline(0, color="#6b7280", lw=1, zorder=1)
-        ax.set_yticks(range(len(rows)), [c["label"] for c in rows])
-        ax.set_ylim(len(rows) - 0.4, -0.6)
-        pad = 0.14 * (hi - lo)
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.xaxis.grid(True, color=GRID, zorder=0)
-        ax.set_xlabel("percentage points")
-        ax.tick_params(axis="y", length=0)
+        _bar_axes(ax, [c["label"] for c in rows], lo, hi, 0.14, "percentage points")
         ax.spines["left"].set_visible(False)
         handles = [Patch(color=DAMAGE, label=f"transport damage  {math(fmt.DECOMPOSITION[0][2])}"),
                    Patch(color=COMPENSATION, label=f"compensation  {math(fmt.DECOMPOSITION[1][2])}"),
@@ -253,16 +259,9 @@ def paths_figure(configs: list[dict[str, Any]]) -> Figure | None:
                 ax.errorbar(v, i, xerr=err, fmt="none", ecolor="#374151", elinewidth=1, capsize=2.5, zorder=3)
             ends = [v] + ([st["ci95"][0] * 100, st["ci95"][1] * 100] if st.get("ci95") else [])
             lo, hi = min(lo, *ends), max(hi, *ends)
-        ax.axvline(0, color="#6b7280", lw=1, zorder=1)
         many = len({label for label, _ in rows}) > 1
-        ax.set_yticks(range(len(rows)), [(f"{label}  " if many else "") + f"{r['transport']} (vs {r['baseline']})"
-                                         for label, r in rows])
-        ax.set_ylim(len(rows) - 0.4, -0.6)
-        pad = 0.1 * (hi - lo)
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.xaxis.grid(True, color=GRID, zorder=0)
-        ax.set_xlabel("damage, percentage points (raw replies)")
-        ax.tick_params(axis="y", length=0)
+        _bar_axes(ax, [(f"{label}  " if many else "") + f"{r['transport']} (vs {r['baseline']})" for label, r in rows],
+                  lo, hi, 0.1, "damage, percentage points (raw replies)")
         return fig
 
 
