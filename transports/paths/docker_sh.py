@@ -19,6 +19,7 @@ from ..base import Delivery
 from ..capture import InnerShell
 from ..sandbox import Sandbox
 from ..shells import SH
+from .route import Route
 
 
 def _pasted(shell: str, command: str) -> str:
@@ -29,19 +30,15 @@ def _quoted(shell: str, command: str) -> str:
     return shell + " -c " + shlex.quote(command)
 
 
-class DockerSh:
+class DockerSh(Route):
     source = ("Docker CLI reference (docker container exec) and Kubernetes kubectl exec docs; "
               "the host shell's double-quote parse comes first")
     component = "bash (host shell) + dash as the container's /bin/sh"
 
     def __init__(self, safe: bool = False) -> None:
-        self.safe = safe
-        self.name = "docker-sh-safe" if safe else "docker-sh"
-        self.fixes = "docker-sh" if safe else None
-        self.shell = SH
-        self.boundary = ("quoted with shlex.quote for the host shell, then sh -c (the fix)" if safe else
-                         'pasted unescaped into docker exec CTR sh -c "R": host bash parses the double quotes, '
-                         "then the container's sh (dash) runs it")
+        super().__init__("docker-sh", safe, SH, fix="quoted with shlex.quote for the host shell, then sh -c (the fix)",
+                         boundary='pasted unescaped into docker exec CTR sh -c "R": host bash parses the double '
+                                  "quotes, then the container's sh (dash) runs it")
         self._inner = InnerShell(self.name, self.boundary, _quoted if safe else _pasted, SH)
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:

@@ -46,6 +46,7 @@ from ..base import Delivery, check_command
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .gha_expr import ExpressionError, neutralise, substitute
+from .route import Route
 
 MAX_YAML = 1 << 18
 HEAD = "on: push\njobs:\n  qb:\n    runs-on: ubuntu-latest\n    steps:\n"
@@ -116,25 +117,21 @@ def first_step(text: str) -> tuple[dict | None, str]:
                   if len(steps) > 1 else "")
 
 
-class Gha:
+class Gha(Route):
     source = ("GitHub docs: workflow syntax (jobs.<id>.steps[*].run, shell: no shell = bash -e {0}; "
               "custom shell 'bash {0}'), expressions (${{ }} substituted before the script is written)")
     component = "PyYAML (base loader) + the runner's ${{ }} substitution and script file, then bash -e FILE"
 
     def __init__(self, style: str, safe: bool = False, shell: Shell = DEFAULT) -> None:
         self.style = style
-        self.safe = safe
-        base = "gha-run" if style == "run" else "gha-block"
-        self.name = base + ("-safe" if safe else "")
-        self.fixes = base if safe else None
-        self.shell = shell
-        self.boundary = (
-            "written as a run: |2- block scalar with ${{ neutralised and shell: bash {0} (no errexit); "
-            "then bash FILE (the fix)" if safe else
-            "pasted as a plain scalar run: R (YAML syntax: ': ', ' #', leading *&!{[|>'\"%@, newlines); "
-            "${{ }} substituted; bash -e FILE" if style == "run" else
-            "pasted as a run: | block scalar (clip chomping: one trailing newline; a leading blank changes "
-            "the indentation); ${{ }} substituted; bash -e FILE")
+        super().__init__(
+            "gha-run" if style == "run" else "gha-block", safe, shell,
+            fix="written as a run: |2- block scalar with ${{ neutralised and shell: bash {0} (no errexit); "
+                "then bash FILE (the fix)",
+            boundary=("pasted as a plain scalar run: R (YAML syntax: ': ', ' #', leading *&!{[|>'\"%@, newlines); "
+                      "${{ }} substituted; bash -e FILE" if style == "run" else
+                      "pasted as a run: | block scalar (clip chomping: one trailing newline; a leading blank changes "
+                      "the indentation); ${{ }} substituted; bash -e FILE"))
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:

@@ -43,6 +43,7 @@ from ..capture import CHANNEL_ENV, FINAL_ENV, received_from, shim_dir
 from ..channel import ReceivedChannel
 from ..sandbox import Sandbox
 from ..shells import SH
+from .route import Route
 
 OUTER = 'exec make -f "$0" -f "$1"'
 
@@ -53,20 +54,17 @@ def one_line_exact(command: str) -> bool:
             and command[0] not in " \t@-+" and not command.endswith("\\"))
 
 
-class MakeRecipe:
+class MakeRecipe(Route):
     source = ("GNU make manual: 5.1 Recipe Syntax, 5.3 Recipe Execution (one /bin/sh per line), "
               "6.1 Variable References ($$ for $)")
     component = "GNU make (make -f FILE), each recipe line run by /bin/sh (dash)"
 
     def __init__(self, safe: bool = False) -> None:
-        self.safe = safe
-        self.name = "make-safe" if safe else "make"
-        self.fixes = "make" if safe else None
-        self.shell = SH
-        self.boundary = ("one line: $ written $$ in an @ recipe line; otherwise R in a script file run by the "
-                         "recipe @exec /bin/sh FILE (the fix)" if safe else
-                         "pasted as a recipe line: make expands $, strips leading blanks and @-+, a newline ends "
-                         "the line (each recipe line its own sh -c), a failure exits 2")
+        super().__init__("make", safe, SH,
+                         fix=("one line: $ written $$ in an @ recipe line; otherwise R in a script file run by the "
+                         "recipe @exec /bin/sh FILE (the fix)"),
+                         boundary=("pasted as a recipe line: make expands $, strips leading blanks and @-+, a newline ends "
+                         "the line (each recipe line its own sh -c), a failure exits 2"))
 
     @staticmethod
     def route_exit_code(shell_exit: int | None) -> int | None:

@@ -52,6 +52,7 @@ from ..base import Delivery, check_command, run_program
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .npm_cache import MissingComponent, node_program, package_dir
+from .route import Route
 
 PACKAGE = "shell-quote"
 VERSION = "1.8.3"
@@ -94,19 +95,16 @@ process.stdin.on('end', () => {
 """
 
 
-class ShellQuoteEval:
+class ShellQuoteEval(Route):
     source = ("anthropics/claude-code #7387 (${VAR} expanded by shell-quote when a pipe is present; ran rm -rf /*), "
               "#32879 (brace groups, heredoc markers, $$ mangled), #32487 (tokens re-quoted one by one)")
     component = f"node + npm shell-quote@{VERSION} parse() and the harness's rebuild, then bash -c"
 
     def __init__(self, safe: bool = False, shell: Shell = DEFAULT) -> None:
-        self.safe = safe
-        self.name = "shell-quote-eval-safe" if safe else "shell-quote-eval"
-        self.fixes = "shell-quote-eval" if safe else None
-        self.shell = shell
-        self.boundary = ("handed to bash -c unchanged, never re-tokenised (the fix)" if safe else
-                         "with a pipe: tokenised by shell-quote parse(R, env) ($VAR expanded against the harness env, "
-                         "quotes and newlines dropped), tokens re-quoted and joined, then bash -c")
+        super().__init__("shell-quote-eval", safe, shell,
+                         fix=("handed to bash -c unchanged, never re-tokenised (the fix)"),
+                         boundary=("with a pipe: tokenised by shell-quote parse(R, env) ($VAR expanded against the harness env, "
+                         "quotes and newlines dropped), tokens re-quoted and joined, then bash -c"))
 
     async def rebuild(self, command: str, sandbox: Sandbox) -> tuple[str | None, float, str | None]:
         """(program handed to bash -c, node's ms, transport error): shell-quote run inside the sandbox."""

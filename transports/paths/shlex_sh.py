@@ -19,21 +19,18 @@ from ..base import Delivery, check_command, run_program
 from ..capture import received_from
 from ..sandbox import Sandbox
 from ..shells import SH
+from .route import Route
 
 
-class ShlexSh:
+class ShlexSh(Route):
     source = ("Python shlex docs (POSIX mode: only \\\\ and \\\" escape inside double quotes); "
               "docker-py exec_run splits string commands with shlex.split")
     component = "Python's shlex.split, then dash as sh, exec'd without a shell"
 
     def __init__(self, safe: bool = False) -> None:
-        self.safe = safe
-        self.name = "shlex-sh-safe" if safe else "shlex-sh"
-        self.fixes = "shlex-sh" if safe else None
-        self.shell = SH
-        self.boundary = ("quoted with shlex.quote, split with shlex.split, then sh -c (the fix)" if safe else
-                         "pasted into sh -c \"R\", split by Python's shlex (its double-quote rules, no expansion), "
-                         "then exec'd: dash runs the program word")
+        super().__init__("shlex-sh", safe, SH, fix="quoted with shlex.quote, split with shlex.split, then sh -c (the fix)",
+                         boundary="pasted into sh -c \"R\", split by Python's shlex (its double-quote rules, no "
+                                  "expansion), then exec'd: dash runs the program word")
 
     def argv(self, command: str) -> list[str]:
         text = ("sh -c " + shlex.quote(command)) if self.safe else ('sh -c "' + command + '"')

@@ -75,6 +75,7 @@ from tasks.safefs import UnsafeRead, read_under, remove_tree
 from ..base import Delivery, check_command
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
+from .route import Route
 
 MARGIN_S = 0.6          # kept from the sandbox's timeout for capturing the pane and stopping the server
 MAX_EVENTS = 4 << 20    # bytes of bash's record read back
@@ -190,20 +191,17 @@ def _read(sandbox: Sandbox, rel: str, cap: int, refused: list[str] | None = None
         return None
 
 
-class Tmux:
+class Tmux(Route):
     source = ("tmux #1849 and #4350 (a trailing ; is tmux's command separator, even with -l); "
               "Terminal-Bench and libtmux type commands with send-keys into an interactive bash")
     component = "tmux 3 server, a real pty, bash --norc --noprofile -i (readline, history expansion on)"
 
     def __init__(self, safe: bool = False) -> None:
-        self.safe = safe
-        self.name = "tmux-safe" if safe else "tmux"
-        self.fixes = "tmux" if safe else None
-        self.shell = DEFAULT
-        self.boundary = ("R written to a file by the host; typed: send-keys -l 'bash FILE </dev/null', then Enter "
-                         "(the fix)" if safe else
-                         "typed into an interactive bash: send-keys -t P R Enter (tmux's ; parse, key names), "
-                         "readline (tab completes), history expansion of !, multi-line input through PS2")
+        super().__init__("tmux", safe, DEFAULT,
+                         fix=("R written to a file by the host; typed: send-keys -l 'bash FILE </dev/null', then Enter "
+                         "(the fix)"),
+                         boundary=("typed into an interactive bash: send-keys -t P R Enter (tmux's ; parse, key names), "
+                         "readline (tab completes), history expansion of !, multi-line input through PS2"))
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
