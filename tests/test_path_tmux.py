@@ -228,7 +228,9 @@ def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:
                'pkill -9 -f "^bash -c .*qb-idle"')
     d, files = deliver("tmux", command)
     assert files["out.txt"] == "hello world\n" and d.transport_error is None
-    assert d.received == command and d.execution is not None and d.execution.exit_code is None
+    # The forged "send-failed 7" would give exit code 7 and no received. Whether the pane's bash got back to
+    # its prompt (status 0, pkill's) before the sandbox's processes were killed is a race; both are honest.
+    assert d.received == command and d.execution is not None and d.execution.exit_code in (None, 0)
     assert d.received_note == "the driver's report was missing or unreadable (the command interfered with it?)"
     assert tmux_processes() == []
 
