@@ -9,8 +9,6 @@ carry both (``suite``, ``userland``), and the report never pools them.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from .console import fail
@@ -24,22 +22,12 @@ USERLAND_OPT = typer.Option("gnu", "--userland", metavar="gnu|busybox|uutils",
 
 def apply_suite(value: str) -> str:
     """Make ``value`` the active suite; its id. A bad directory or family file is one line, exit 2."""
-    from tasks.load import TaskFileError, suite, use_suite
+    from tasks.load import select_suite
 
-    if value == "public":
-        use_suite(None)
-    else:
-        d = Path(value)
-        if not d.is_dir():
-            fail(f"--suite {value}: not a directory (give 'public' or a directory written by `tasks generate`)")
-        if not any(d.glob("*.toml")):
-            fail(f"--suite {value}: holds no family files (*.toml); write one with `quotebench tasks generate`")
-        use_suite(d.resolve())
     try:
-        tasks = suite()
-    except TaskFileError as e:
-        fail(f"--suite {value}: {e}")
-    return tasks[0].suite
+        return select_suite(value)
+    except ValueError as e:
+        fail(str(e))
 
 
 def apply_userland(value: str) -> str:

@@ -28,15 +28,23 @@ def serve_cmd(
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Serve even where no sandbox isolation is available."),
+    host_budget: Optional[str] = typer.Option(None, "--host-budget", metavar="SIZE",
+                                              help="What all sandboxes together may ask of the host: open "
+                                                   "sandboxes x --disk + running commands x --memory (default: "
+                                                   "half of the RAM)."),
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
 ) -> None:
     """The MCP tool server: one shell tool, `bash`, whose calls go through the transport into a sandbox."""
     from qb_server.app import serve
-    from transports.sandbox import isolation_refusal
+    from transports.sandbox import isolation_refusal, parse_size
 
     apply_suite(suite_opt)
     apply_userland(userland)
+    try:
+        budget = parse_size(host_budget, "--host-budget") if host_budget is not None else None
+    except ValueError as e:
+        fail(str(e))
 
     if not allow_no_isolation and (why := isolation_refusal("serve")):
         fail(why)
@@ -44,7 +52,7 @@ def serve_cmd(
     try:
         serve(transport=transport, task=task, http=http, tool_name=tool_name, control=control,
               record=str(record) if record else None, allow_remote=allow_remote, token=token or None,
-              idle_timeout=idle_timeout)
+              idle_timeout=idle_timeout, host_budget=budget)
     except ValueError as e:
         fail(str(e))
 

@@ -29,12 +29,42 @@ def parser() -> argparse.ArgumentParser:
                    help="serve even where no sandbox isolation (bubblewrap) is available")
     p.add_argument("--timeout", type=float, default=None,
                    help="wall-clock limit of one command in seconds (default 10, the sandbox's)")
+    p.add_argument("--memory", metavar="SIZE", help="memory cap per sandboxed run (default 1G; also QB_MEMORY)")
+    p.add_argument("--disk", metavar="SIZE", help="disk cap per sandbox, as root (default 1G; also QB_DISK)")
+    p.add_argument("--host-budget", metavar="SIZE",
+                   help="what all sandboxes together may ask of the host: open sandboxes x disk + running "
+                        "commands x memory (default: half of the RAM)")
+    p.add_argument("--suite", default="public", metavar="public|DIR",
+                   help="the task suite: the public one, or a directory written by `quotebench tasks generate`")
+    p.add_argument("--userland", default="gnu", metavar="gnu|busybox|uutils",
+                   help="whose coreutils, sed, grep, find ... commands get")
     return p
+
+
+def _apply(args: argparse.Namespace) -> int | None:
+    """The process-wide settings (suite, userland, caps), as ``quotebench serve`` sets them; the host budget."""
+    from tasks.load import select_suite
+    from transports.sandbox import parse_size, set_default_limits, set_default_userland
+
+    set_default_limits(memory=parse_size(args.memory, "--memory") if args.memory is not None else None,
+                       disk=parse_size(args.disk, "--disk") if args.disk is not None else None)
+    select_suite(args.suite)
+    try:
+        set_default_userland(args.userland)
+    except ValueError as e:  # UserlandError: one line naming the userland
+        raise ValueError(f"--userland: {e}") from None
+    return parse_size(args.host_budget, "--host-budget") if args.host_budget is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from transports.sandbox import isolation_refusal
+
+    try:
+        host_budget = _apply(args)
+    except ValueError as e:
+        print(f"quotebench serve: {e}", file=sys.stderr)
+        return 2
 
     from .app import serve
 
@@ -46,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,
               control=args.control, record=args.record, allow_remote=args.allow_remote,
               token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout,
-              timeout=args.timeout)
+              timeout=args.timeout, host_budget=host_budget)
     except ValueError as e:
         print(f"quotebench serve: {e}", file=sys.stderr)
         return 2

@@ -96,17 +96,19 @@ class QBServer:
 def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: str = "bash",
               control: bool = False, record: str | Path | None = None, idle_timeout: float = DEFAULT_IDLE_S,
               limits: Limits | None = None, run_id: str | None = None, serving: Serving = "inproc",
-              host_grace: float = HOST_GRACE_S) -> QBServer:
+              host_grace: float = HOST_GRACE_S, host_budget: int | None = None) -> QBServer:
     """Check the options (a bad one is a one-line ``ValueError``) and build the server.
 
     transport: registry name (composed names allowed); task: task id; tool_name: the shell tool's
     name; control: add the ``qb_`` tools; record: JSONL path every call and session end is appended to;
     idle_timeout: seconds after which an unused session is ended; limits: sandbox limits; host_grace:
     seconds a call's host work may take beyond the command's time limit before it is abandoned as a
-    harness error (see :mod:`qb_server.worker`).
+    harness error (see :mod:`qb_server.worker`); host_budget: bytes all sandboxes together may ask of the
+    host (:mod:`qb_server.budget`; None: none, for a caller that bounds its sessions itself).
     """
     config = ServerConfig(transport=transport, task=task, tool_name=tool_name, control=control, record=record,
-                          idle_timeout_s=idle_timeout, limits=limits or Limits(), host_grace_s=host_grace)
+                          idle_timeout_s=idle_timeout, limits=limits or Limits(), host_grace_s=host_grace,
+                          host_budget=host_budget)
     if run_id:
         config.run_id = run_id
     return QBServer(config, serving)
@@ -124,20 +126,23 @@ def build_server(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name:
 
 def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = None, tool_name: str = "bash",
           control: bool = False, record: str | Path | None = None, allow_remote: bool = False,
-          token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S, timeout: float | None = None) -> None:
+          token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S, timeout: float | None = None,
+          host_budget: int | None = None) -> None:
     """Serve until stopped: stdio by default, streamable HTTP on ``http="HOST:PORT"`` (path ``/mcp``).
 
     HTTP listens on loopback only, unless ``allow_remote`` and a bearer ``token`` are both given;
     with a token every request must carry ``Authorization: Bearer <token>``. ``timeout``: one command's
-    wall-clock limit in seconds (default: the sandbox's, 10). Every option is checked (``ValueError`` with a
-    one-line message) before anything is served.
+    wall-clock limit in seconds (default: the sandbox's, 10); ``host_budget``: see :func:`build_app`. Every
+    option is checked (``ValueError`` with a one-line message) before anything is served.
     """
+    from .budget import default_budget
     from .http import check_bind, serve_http
 
     bind = check_bind(http, allow_remote, token) if http is not None else None
     limits = Limits(timeout_s=check_timeout(timeout)) if timeout is not None else None
     app = build_app(transport, task, tool_name=tool_name, control=control, record=record,
-                    idle_timeout=idle_timeout, limits=limits, serving="http" if bind else "stdio")
+                    idle_timeout=idle_timeout, limits=limits, serving="http" if bind else "stdio",
+                    host_budget=host_budget or default_budget())
     if bind is None:
         anyio.run(_serve_stdio, app)
     else:

@@ -52,6 +52,10 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     run_id: str = field(default_factory=new_id)
     host_grace_s: float = HOST_GRACE_S
+    host_budget: int | None = None
+    """Bytes all sandboxes together may ask of the host (:mod:`qb_server.budget`). None: no budget, for an
+    in-process server whose caller bounds its sessions (a campaign's workers); :func:`qb_server.app.serve`,
+    which clients reach, gives half of the RAM."""
 
 
 def resolve_transport(name: str) -> Transport:

@@ -55,6 +55,7 @@ from transports.record import ConfigInfo, Record
 from transports.sandbox import Sandbox
 from transports.store import JsonlWriter
 
+from .budget import UNLIMITED, HostBudget
 from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, ServerConfig
 from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
 from .unfinished import RecordLock, note_unfinished
@@ -114,6 +115,10 @@ class SessionManager:
         self.config = config
         self.transport = transport
         self.task = task
+        self.call_bound_s = config.limits.timeout_s + config.host_grace_s
+        """The most one call's host work (delivery, then verdict) may take before it is abandoned."""
+        self.budget = HostBudget(config.host_budget or UNLIMITED, disk=config.limits.disk,
+                                 memory=config.limits.memory, wait_s=self.call_bound_s)
         self.sessions: dict[str, Session] = {}
         self.lock: RecordLock | None = None
         self.writer: JsonlWriter | None = None
@@ -129,8 +134,6 @@ class SessionManager:
         """No request gets a session any more (``close_all`` has begun)."""
         self.stopping = False
         """A shutdown was asked for: sessions ending from now on end by ``shutdown``."""
-        self.call_bound_s = config.limits.timeout_s + config.host_grace_s
-        """The most one call's host work (delivery, then verdict) may take before it is abandoned."""
 
     # -- access ----------------------------------------------------------------
 
@@ -173,8 +176,15 @@ class SessionManager:
         if session.sandbox is None:
             if (n := stuck()) >= MAX_STUCK:
                 raise SessionError(f"the server carries {n} blocked host operations; restart it")
-            session.sandbox = await session.worker().call(
-                "building the sandbox", CREATE_BOUND_S, Sandbox.create, session.task, self.config.limits)
+            if not self.budget.fits_sandbox():
+                await self.sweep()  # idle sessions give their share back first
+            self.budget.take_sandbox()
+            try:
+                session.sandbox = await session.worker().call(
+                    "building the sandbox", CREATE_BOUND_S, Sandbox.create, session.task, self.config.limits)
+            except BaseException:
+                self.budget.give_sandbox()
+                raise
         return session.sandbox
 
     # -- what the tools do (all called inside ``use``) ---------------------------
@@ -191,7 +201,9 @@ class SessionManager:
             try:
                 box = await self.ensure_sandbox(session)
                 step = "the delivery"
-                delivery = await session.worker().call(step, self.call_bound_s, self.transport.deliver, command, box)
+                async with self.budget.run():
+                    delivery = await session.worker().call(step, self.call_bound_s, self.transport.deliver,
+                                                           command, box)
                 step = "the verdict"
                 verdict = await session.worker().call(step, self.config.host_grace_s, verdict_for, session.task,
                                                        box.workdir, delivery)
@@ -277,6 +289,8 @@ class SessionManager:
         except Exception as e:  # noqa: BLE001
             problems.append(f"the cleanup: {one_line(e)}")
             self._note(session, f"its sandbox {box.root} could not be removed ({one_line(e)})")
+        finally:
+            self.budget.give_sandbox()  # a root that could not be removed is the reaper's from now on
         if verdict is None:
             verdict = Verdict.failed(HARNESS, f"not judged: {problems[0]}")
         session.ends += 1

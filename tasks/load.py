@@ -119,6 +119,28 @@ def use_suite(directory: Path | None) -> None:
     _active[:] = [directory] if directory is not None else []
 
 
+def select_suite(value: str) -> str:
+    """``--suite``: make ``public`` or a directory of family files the active suite; its id.
+
+    A missing or empty directory, or a bad family file in it, is a one-line ``ValueError`` naming the option."""
+    if value == "public":
+        use_suite(None)
+    else:
+        d = Path(value)
+        if not d.is_dir():
+            raise ValueError(f"--suite {value}: not a directory (give 'public' or a directory written by "
+                             f"`quotebench tasks generate`)")
+        if not any(d.glob("*.toml")):
+            raise ValueError(f"--suite {value}: holds no family files (*.toml); write one with "
+                             f"`quotebench tasks generate`")
+        use_suite(d.resolve())
+    try:
+        tasks = suite()
+    except TaskFileError as e:
+        raise ValueError(f"--suite {value}: {e}") from None
+    return tasks[0].suite
+
+
 def active_directory() -> Path:
     return _active[0] if _active else FAMILIES_DIR
 

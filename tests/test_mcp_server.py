@@ -517,3 +517,37 @@ def test_python_m_qb_server_refuses_to_serve_without_isolation(tmp_path: Path) -
     assert proc.stderr.startswith("quotebench serve: serve refuses to run without isolation: QB_NO_BWRAP is set")
     proc = run("--allow-no-isolation", "--transport", "bogus")  # opted out: on to the next check
     assert proc.returncode == 2 and "unknown transport 'bogus'" in proc.stderr
+
+
+# -- python -m qb_server takes the same environment axes as `quotebench serve` ----------------------
+
+@pytest.mark.anyio
+@pytest.mark.needs("bwrap", "busybox")
+async def test_module_server_takes_suite_and_userland(tmp_path: Path) -> None:
+    """Records say which suite and userland they were measured on; without the options the module server
+    could only serve the public suite on GNU, and its records would claim so."""
+    from tasks.generate import write
+
+    suite_dir = tmp_path / "held-out"
+    suite_id = write("module-server", suite_dir)
+    record = tmp_path / "r.jsonl"
+    args = ("--suite", str(suite_dir), "--userland", "busybox", "--record", str(record))
+    async with Client(_stdio(tmp_path, *args)) as client:
+        r = await client.call_tool("bash", {"command": "ls --help 2>&1 | head -1"}, meta=_meta("s"))
+        assert "BusyBox" in r.structured_content["stdout"], r.structured_content
+    calls = _calls(record)
+    assert [(c["suite"], c["userland"]) for c in calls] == [(suite_id, "busybox")]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--suite", "/nonexistent-suite"), "quotebench serve: --suite /nonexistent-suite: not a directory"),
+    (("--userland", "bsd"), "quotebench serve: --userland: unknown userland 'bsd'"),
+    (("--host-budget", "1M"), "quotebench serve: --host-budget 1M cannot hold one sandbox (1G of --disk)"),
+    (("--disk", "lots"), "quotebench serve: --disk: 'lots' is not a size"),
+])
+def test_module_server_bad_environment_options_are_one_line(tmp_path: Path, args: tuple[str, ...],
+                                                            message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "qb_server", *args], env=_env(tmp_path), cwd=str(ROOT),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr

@@ -303,3 +303,51 @@ async def test_a_sandbox_that_cannot_be_built_is_a_recorded_harness_error(tmp_pa
     assert failed[0]["error"].startswith("harness: building the sandbox: SandboxError: cannot build the sandbox: ")
     assert "\n" not in failed[0]["error"]
     assert sorted(e["error"] for e in _ends(record)) == ["session-end: disconnected"] * 2  # b's failed sandbox never existed
+
+
+# -- the host budget: many sessions must not promise the host more memory than it has -----------
+
+BUDGET = ("--disk", "64M", "--memory", "64M", "--host-budget", "192M")
+"""Room for two sandboxes (2 x 64M) and one running command (64M): (192 - 64) // 64 = 2."""
+
+
+async def test_sessions_beyond_the_host_budget_are_refused_and_a_freed_share_is_reused(tmp_path: Path) -> None:
+    """A client mints session ids at will; each sandbox's tmpfs root may hold --disk of host memory. The third
+    sandbox does not fit: refused with one line naming the options, nothing recorded for it; ending a session
+    gives its share back."""
+    record = tmp_path / "r.jsonl"
+    async with Client(_stdio(tmp_path, "--control", "--record", str(record), *BUDGET)) as client:
+        for name in ("a", "b"):
+            r = await client.call_tool("bash", {"command": f"echo {name}"}, meta=_meta(name))
+            assert not r.is_error and r.structured_content["stdout"] == f"{name}\n"
+        r = await client.call_tool("bash", {"command": "echo c"}, meta=_meta("c"))
+        assert r.is_error
+        text = r.content[0].text
+        assert "host budget is full: 2 open sandboxes of 64M (--disk)" in text and "--host-budget" in text, text
+        assert "\n" not in text.strip()
+        r = await client.call_tool("qb_end_session", {}, meta=_meta("a"))
+        assert not r.is_error
+        r = await client.call_tool("bash", {"command": "echo c"}, meta=_meta("c"))
+        assert not r.is_error and r.structured_content["stdout"] == "c\n"
+    assert sorted(c["command"] for c in _calls(record)) == ["echo a", "echo b", "echo c"]
+
+
+async def test_commands_beyond_the_host_budget_wait_for_a_running_one(tmp_path: Path) -> None:
+    """Two sandboxes fit but only one running command: the second session's call waits until the first's
+    command ends, so its answer comes after it (without the budget it would come seconds earlier)."""
+    answered: list[str] = []
+    async with Client(_stdio(tmp_path, *BUDGET)) as client:
+        r = await client.call_tool("bash", {"command": "echo ready"}, meta=_meta("quick"))
+        assert r.structured_content["stdout"] == "ready\n"  # both sandboxes exist before the race
+
+        async def call(name: str, command: str) -> None:
+            r = await client.call_tool("bash", {"command": command}, meta=_meta(name))
+            assert not r.is_error and r.structured_content["stdout"] == f"{name}\n", r
+            answered.append(name)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "slow", "sleep 3; echo slow")
+                await anyio.sleep(1.0)
+                tg.start_soon(call, "quick", "echo quick")
+    assert answered == ["slow", "quick"]
