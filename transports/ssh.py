@@ -77,7 +77,9 @@ Known limits
     ``-O proxy``, which makes the master a relay of raw SSH channel messages to
     the server: a session opened that way runs in the reply's own sandbox (its
     token) and counts as a further request, and the embedded server refuses
-    every forwarding channel and request. Without bubblewrap the master runs
+    every forwarding channel and request (an OpenSSH client patched for
+    CVE-2026-35388 asks about ``-O proxy`` too, and is refused like a
+    forward). Without bubblewrap the master runs
     unconfined and only the policy holds (the local side has no isolation
     then either). With a real sshd, what a proxied client may open there is
     that sshd's business, like everything the command does on it. A ``&``
