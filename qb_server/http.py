@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .app import QBServer
+from .budget import size_text
 
 
 GRACEFUL_SHUTDOWN_S = 3.0
@@ -146,8 +147,10 @@ async def serve_http(app: QBServer, bind: Bind, token: str | None) -> None:
                         return
 
             await tg.start(stop_on_signal)  # the banner says "ready": a SIGTERM from then on is handled
+            budget = app.sessions.budget
             print(f"quotebench serve: MCP on http://{shown}:{port}/mcp (transport {app.config.transport}, "
-                  f"task {app.task.id})", file=sys.stderr, flush=True)
+                  f"task {app.task.id}, at most {budget.max_sandboxes} open sandboxes within the host budget "
+                  f"{size_text(budget.total)})", file=sys.stderr, flush=True)
             tg.start_soon(app.sweeper)
             await server.serve(sockets=[sock])
             tg.cancel_scope.cancel()

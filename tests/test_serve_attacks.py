@@ -351,3 +351,11 @@ async def test_commands_beyond_the_host_budget_wait_for_a_running_one(tmp_path: 
                 await anyio.sleep(1.0)
                 tg.start_soon(call, "quick", "echo quick")
     assert answered == ["slow", "quick"]
+
+
+async def test_the_banner_says_how_many_sandboxes_the_budget_holds(tmp_path: Path,
+                                                                    http_servers: list[HttpServer]) -> None:
+    server = HttpServer(tmp_path, *BUDGET)
+    http_servers.append(server)
+    banner = next(line for line in server.stderr if "MCP on" in line)
+    assert banner.rstrip().endswith("at most 2 open sandboxes within the host budget 192M)"), banner
