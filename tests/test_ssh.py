@@ -534,3 +534,22 @@ async def test_the_fallback_client_does_not_expose_the_project() -> None:
         d = await Ssh(client="asyncssh").deliver(f'echo $(ls {project} 2>&1 | head -3)', box)
     assert d.execution is not None and d.execution.exit_code == 0
     assert "No such file or directory" in (d.received or "")
+
+
+def test_a_deep_temp_directory_does_not_break_the_control_socket(tmp_path: Path) -> None:
+    """OpenSSH binds the master's socket at ControlPath plus 17 characters, and a Unix socket path holds at
+    most 107: under a deep TMPDIR (pytest's, a CI runner's) the endpoint's directory goes to /tmp instead."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    env = {**os.environ, "TMPDIR": str(deep)}
+    done = subprocess.run([sys.executable, "-m", "qb_client", "exec", "--task", "file-write/control", "--transport",
+                           "ssh", "--command", "echo 'hello world' > out.txt", "--json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["verdict"]["passed"] and record["received"] == "echo 'hello world' > out.txt", record

@@ -658,11 +658,13 @@ def sweep_leftovers() -> None:
     if _swept:
         return
     _swept = True
-    tmp = Path(tempfile.gettempdir())
-    try:
-        entries = list(os.scandir(tmp))
-    except OSError:
-        return
+    entries: list[os.DirEntry[str]] = []
+    # /tmp too: the ssh endpoint's directory goes there when the temp directory is too deep for a socket path
+    for tmp in dict.fromkeys((os.path.realpath(tempfile.gettempdir()), "/tmp")):
+        try:
+            entries += os.scandir(tmp)
+        except OSError:
+            continue
     for entry in entries:
         prefix = next((p for p in LEFTOVER_PREFIXES if entry.name.startswith(p)), None)
         if prefix is None:

@@ -104,6 +104,23 @@ WRAPPER = """#!/bin/sh
 ENTER = "hash -p {bin}/ssh ssh"
 
 
+SOCKET_PATH_MAX = 107
+"""The longest Unix socket path the kernel takes (sun_path is 108 bytes with its NUL)."""
+_CONTROL_TAIL = len("/qb-ssh-4194304-abcdefgh/c/m/ctl") + 17  # OpenSSH binds ControlPath + ".<16 random>" first
+
+
+def _short_temp_dir() -> str:
+    """The temp directory, unless the master's control socket path would be too long under it (a deep TMPDIR,
+    such as pytest's): then ``/tmp``, which :func:`transports.sandbox.sweep_leftovers` also sweeps."""
+    base = os.path.realpath(tempfile.gettempdir())
+    if len(base) + _CONTROL_TAIL <= SOCKET_PATH_MAX:
+        return base
+    if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    raise OSError(f"the temp directory {base} is too deep for the ssh master's control socket "
+                  f"(at most {SOCKET_PATH_MAX - _CONTROL_TAIL} characters; set TMPDIR to a shorter one)")
+
+
 class Endpoint:
     """Everything one target needs in this process; see the module docstring, "Lifetime"."""
 
@@ -111,7 +128,7 @@ class Endpoint:
         self.remote = remote
         self.pid = os.getpid()
         # named with our pid: a later run removes it if this process was killed (sandbox.sweep_leftovers)
-        self.root = Path(tempfile.mkdtemp(prefix=f"qb-ssh-{os.getpid()}-")).resolve()  # mode 0700
+        self.root = Path(tempfile.mkdtemp(prefix=f"qb-ssh-{os.getpid()}-", dir=_short_temp_dir())).resolve()  # 0700
         self.client_dir = self.root / "c"  # the only part bound into sandboxes
         self.client_dir.mkdir()
         self.control_dir = self.client_dir / "m"  # the only path the master may write (until it listens)
