@@ -15,7 +15,8 @@ The rule
     counts too: then it is host disk). A sandbox reserves ``disk`` for its whole life;
     a new one that does not fit is refused (:class:`SessionError`, one line saying
     which option to change), and sandboxes never take the last ``memory`` bytes, so
-    one command can always run. A command reserves ``memory`` while it runs; one that
+    one command can always run. A command reserves ``memory`` while it runs (times the
+    runs one delivery holds at once: two on ssh, see :func:`runs_per_call`); one that
     does not fit waits for another to finish, at most ``wait_s``.
 
 The default budget is half of the host's physical memory (``MemTotal``);
@@ -56,6 +57,16 @@ def default_budget() -> int:
     return physical_memory() // 2 or 8 << 30
 
 
+def runs_per_call(transport: object) -> int:
+    """How many sandboxed runs one delivery may hold at once (an ssh delivery: the client's and the server's),
+    through any middleware (``json-naive+ssh``): each has its own ``memory`` cap."""
+    runs = 1
+    while transport is not None:
+        runs = max(runs, int(getattr(transport, "sandboxed_runs", 1)))
+        transport = getattr(transport, "inner", None)
+    return runs
+
+
 def size_text(n: int) -> str:
     """A size as the options take it back (``1G``, ``512M``, ``1.5G``)."""
     if n >= 1 << 30:
@@ -66,21 +77,25 @@ def size_text(n: int) -> str:
 class HostBudget:
     """Reservations against one budget; all methods run on the server's event loop (no threads)."""
 
-    def __init__(self, total: int, *, disk: int, memory: int, wait_s: float) -> None:
-        if total < disk + memory:
-            raise ValueError(f"--host-budget {size_text(total)} cannot hold one sandbox ({size_text(disk)} of --disk) and one "
-                             f"running command ({size_text(memory)} of --memory); give a larger budget or smaller caps")
-        self.total, self.disk, self.memory, self.wait_s = total, disk, memory, wait_s
+    def __init__(self, total: int, *, disk: int, memory: int, wait_s: float, runs: int = 1) -> None:
+        self.per_call = memory * runs
+        """What one running command reserves: ``memory`` for each run a delivery holds at once."""
+        self.memory_text = f"{size_text(memory)} (--memory)" if runs == 1 else \
+            f"{size_text(self.per_call)} ({runs} runs x --memory)"
+        if total < disk + self.per_call:
+            raise ValueError(f"--host-budget {size_text(total)} cannot hold one sandbox ({size_text(disk)} of --disk) "
+                             f"and one running command ({self.memory_text}); give a larger budget or smaller caps")
+        self.total, self.disk, self.wait_s = total, disk, wait_s
         self.sandboxes = 0
         self.running = 0
         self._changed: anyio.Event | None = None  # made on the event loop by the first waiter
 
     @property
     def max_sandboxes(self) -> int:
-        return (self.total - self.memory) // self.disk
+        return (self.total - self.per_call) // self.disk
 
     def _used(self) -> int:
-        return self.sandboxes * self.disk + self.running * self.memory
+        return self.sandboxes * self.disk + self.running * self.per_call
 
     def _signal(self) -> None:
         if self._changed is not None:
@@ -95,10 +110,10 @@ class HostBudget:
         """Reserve one sandbox's disk, or a one-line ``SessionError`` saying what to change."""
         if not self.fits_sandbox():
             raise SessionError(
-                f"the server's host budget is full: {self.sandboxes} open sandboxes of {size_text(self.disk)} (--disk) "
-                f"and {self.running} running commands of {size_text(self.memory)} (--memory) within {size_text(self.total)} "
-                f"(--host-budget); end a session first, or restart the server with a larger --host-budget or "
-                f"smaller caps")
+                f"the server's host budget is full: {self.sandboxes} open sandboxes of {size_text(self.disk)} "
+                f"(--disk) and {self.running} running commands of {self.memory_text} within "
+                f"{size_text(self.total)} (--host-budget); end a session first, or restart the server with a "
+                f"larger --host-budget or smaller caps")
         self.sandboxes += 1
 
     def give_sandbox(self) -> None:
@@ -109,7 +124,7 @@ class HostBudget:
     async def run(self) -> AsyncIterator[None]:
         """Hold one command's memory while it runs; wait (bounded) while the budget is full."""
         with anyio.move_on_after(self.wait_s) as scope:
-            while self._used() + self.memory > self.total:
+            while self._used() + self.per_call > self.total:
                 if self._changed is None:
                     self._changed = anyio.Event()
                 await self._changed.wait()

@@ -55,7 +55,7 @@ from transports.record import ConfigInfo, Record
 from transports.sandbox import Sandbox
 from transports.store import JsonlWriter
 
-from .budget import UNLIMITED, HostBudget
+from .budget import UNLIMITED, HostBudget, runs_per_call
 from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, ServerConfig
 from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
 from .unfinished import RecordLock, note_unfinished
@@ -118,7 +118,8 @@ class SessionManager:
         self.call_bound_s = config.limits.timeout_s + config.host_grace_s
         """The most one call's host work (delivery, then verdict) may take before it is abandoned."""
         self.budget = HostBudget(config.host_budget or UNLIMITED, disk=config.limits.disk,
-                                 memory=config.limits.memory, wait_s=self.call_bound_s)
+                                 memory=config.limits.memory, runs=runs_per_call(transport),
+                                 wait_s=self.call_bound_s)
         self.sessions: dict[str, Session] = {}
         self.lock: RecordLock | None = None
         self.writer: JsonlWriter | None = None

@@ -359,3 +359,22 @@ async def test_the_banner_says_how_many_sandboxes_the_budget_holds(tmp_path: Pat
     http_servers.append(server)
     banner = next(line for line in server.stderr if "MCP on" in line)
     assert banner.rstrip().endswith("at most 2 open sandboxes within the host budget 192M)"), banner
+
+
+@pytest.mark.needs("openssh")
+async def test_an_ssh_delivery_counts_both_of_its_runs(tmp_path: Path, http_servers: list[HttpServer]) -> None:
+    """On ssh the client's run and the server's run are alive at once, each under its own memory cap: a call
+    reserves 2 x 64M, so 192M holds one sandbox, not two; through middleware too."""
+    from qb_server.budget import runs_per_call
+    from transports.registry import get
+
+    assert [runs_per_call(get(n)) for n in ("raw", "nested", "ssh", "ssh-safe@zsh", "json-naive+ssh")] == [1, 1, 2, 2, 2]
+    server = HttpServer(tmp_path, "--transport", "ssh", *BUDGET)
+    http_servers.append(server)
+    banner = next(line for line in server.stderr if "MCP on" in line)
+    assert banner.rstrip().endswith("at most 1 open sandboxes within the host budget 192M)"), banner
+    async with Client(server.url) as client:
+        r = await client.call_tool("bash", {"command": "echo one"}, meta=_meta("one"))
+        assert not r.is_error and r.structured_content["stdout"] == "one\n", r
+        r = await client.call_tool("bash", {"command": "echo two"}, meta=_meta("two"))
+        assert r.is_error and "running commands of 128M (2 runs x --memory)" in r.content[0].text, r.content

@@ -157,6 +157,9 @@ class Ssh:
     source = ("OpenSSH ssh(1): the words after the destination are joined with spaces and run by the "
               "remote user's login shell (zsh on macOS since 10.15, per Apple's support note)")
     component = "OpenSSH client (local bash's parse) + embedded asyncssh server, then the final shell"
+    sandboxed_runs = 2
+    """Runs of the sandbox alive at once during one delivery (the client's and the server's), each under its
+    own memory cap: what a server's host budget counts (:mod:`qb_server.budget`)."""
 
     def __init__(self, target: str | None = None, key: str | None = None,
                  client: ClientKind | None = None, shell: Shell = DEFAULT, safe: bool = False) -> None:
