@@ -117,3 +117,43 @@ def test_a_flood_of_announcements_is_bounded_in_time_and_in_the_record() -> None
     assert time.monotonic() - start < LIMITS.timeout_s + 15
     assert record.timed_out and record.limit_hit == "time"
     assert len(record.received_note or "") < 2000
+
+
+# -- where the program sits among the inner shell's options ----------------------------------------
+
+@pytest.mark.needs("bwrap")
+def test_an_option_word_split_off_before_the_program_is_not_taken_for_it() -> None:
+    """R = ``-x" "echo hi > out.txt``: nested's outer parse gives ``bash -c -x 'echo hi > out.txt'``, and bash
+    runs ``echo hi > out.txt`` with xtrace. That program, not ``-x``, is what the inner shell received, and it
+    is not R: damaged. On raw the same R is one word that bash refuses as options, and received stays R."""
+    command = '-x" "echo hi > out.txt'
+    nested = run("nested", command)
+    assert nested.received == "echo hi > out.txt" and nested.damaged, nested
+    assert "+ echo hi" in nested.stderr.text
+    raw = run("raw", command)
+    assert raw.received == command and not raw.damaged and raw.exit_code == 2, raw
+
+
+@pytest.mark.needs("bwrap")
+@pytest.mark.parametrize("command", ["-x echo hi > out.txt", "-e"])
+def test_an_r_that_bash_refuses_as_options_is_refused_alike_on_nested_and_raw(command: str) -> None:
+    """One word that looks like options: bash runs nothing on either transport; nested adds no damage."""
+    nested, raw = run("nested", command), run("raw", command)
+    assert nested.received == raw.received == command and not nested.damaged and not raw.damaged
+    assert nested.exit_code == raw.exit_code != 0
+
+
+@pytest.mark.parametrize(("argv", "program"), [
+    ([b"bash", b"-c", b"-x", b"echo hi"], "echo hi"),
+    ([b"/run/qb-shim/bash", b"-cx", b"echo hi"], "echo hi"),        # was None: -c is not the cluster's last letter
+    ([b"bash", b"-c", b"-o", b"errexit", b"echo hi"], "echo hi"),   # -o takes the next word
+    ([b"bash", b"-c", b"--", b"-x"], "-x"),                         # -- ends the options
+    ([b"bash", b"-c", b"-x echo hi"], "-x echo hi"),                # refused as options: the word after -c
+    ([b"bash", b"-c", b"-e"], "-e"),                                # no program left: the word after -c
+    ([b"bash", b"-c", b"-o"], "-o"),
+    ([b"bash", b"-x", b"script.sh"], None),                         # no -c: a script, not a program text
+])
+def test_received_from_reads_the_options_as_the_shell_does(argv: list[bytes], program: str | None) -> None:
+    from transports.capture import received_from
+
+    assert received_from(argv) == program

@@ -95,12 +95,49 @@ def shim_dir() -> Path:
     return _shim_dir
 
 
+_LONG_WITH_ARGUMENT = (b"--rcfile", b"--init-file")
+
+
 def received_from(argv: list[bytes]) -> str | None:
-    """The program text of a ``bash [-opts] -c PROGRAM [args...]`` argument vector."""
-    for i, a in enumerate(argv):
+    """The program text of a ``bash [-opts] -c [-opts] PROGRAM [args...]`` argument vector (``argv[0]`` may be
+    left out).
+
+    As the shell reads it: the program is the first argument after the options, wherever ``-c`` sits among
+    them (``-c -x PROG``, ``-cx PROG``, ``-c -o errexit PROG``, ``-c -- PROG``); ``-o``/``-O`` take the next
+    argument. Where the shell would refuse its options (a word that looks like options but holds other
+    characters, such as ``-x echo hi``, or no program left after them), the text is the word just after
+    ``-c``, refused alike on every transport; that is also what ``raw`` reports, by construction, for the
+    same R. Option letters are taken as any ASCII letter or digit, for every final shell.
+    """
+    args = argv[1:] if argv and argv[0][:1] not in (b"-", b"+") else argv
+    i, wants_program = 0, False
+    while i < len(args):
+        a = args[i]
+        if a in (b"-", b"--"):
+            i += 1
+            break
+        if a.startswith(b"--"):  # a long option (bash takes them before the short ones)
+            i += 2 if a in _LONG_WITH_ARGUMENT else 1
+            continue
+        if len(a) > 1 and a[:1] in (b"-", b"+"):
+            letters = a[1:]
+            if not letters.isalnum():
+                i = len(args) + 1  # refused: fall back below
+                break
+            wants_program = wants_program or b"c" in letters
+            i += 1 + letters.count(b"o") + letters.count(b"O")
+            continue
+        break
+    if wants_program and i < len(args):
+        return args[i].decode("utf-8", errors="surrogateescape")
+    return _word_after_c(args)
+
+
+def _word_after_c(args: list[bytes]) -> str | None:
+    for i, a in enumerate(args):
         if a == b"-c" or (a.startswith(b"-") and not a.startswith(b"--") and a.endswith(b"c")):
-            if i + 1 < len(argv):
-                return argv[i + 1].decode("utf-8", errors="surrogateescape")
+            if i + 1 < len(args):
+                return args[i + 1].decode("utf-8", errors="surrogateescape")
             return None
     return None
 
