@@ -48,6 +48,28 @@ def node_program() -> str:
     return found
 
 
+def _host_env() -> dict[str, str]:
+    """The user's own environment for a host-side install: its proxy, CA certificates
+    (``NODE_EXTRA_CA_CERTS``), registry and npm configuration are what reach the registry here. Only
+    what enters a sandbox is scrubbed; an install is not a sandboxed command. The system directories
+    lead PATH so that the npm found is the one checked above."""
+    env = dict(os.environ)
+    env["PATH"] = SYSTEM_PATH + (":" + env["PATH"] if env.get("PATH") else "")
+    return env
+
+
+def npm_reason(stderr: str) -> str:
+    """npm's own reason for a failure (``npm error code ...``, ``ERR! ...``), not the line that points at
+    its debug log, which says nothing of the cause."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    useful = [ln for ln in lines if "complete log of this run" not in ln and not ln.endswith("-debug-0.log")]
+    for ln in useful:
+        if " code " in f" {ln} " or ln.startswith(("npm error code", "npm ERR! code")):
+            rest = [u for u in useful if u != ln]
+            return ln + (f" ({rest[0]})" if rest else "")
+    return (useful or lines or ["(no output)"])[0]
+
+
 def _installed_version(prefix: Path, package: str) -> str | None:
     try:
         meta = json.loads((prefix / "node_modules" / package / "package.json").read_text(encoding="utf-8"))
@@ -90,15 +112,15 @@ def _install(npm: str, prefix: Path, package: str, version: str) -> Path:
             [npm, "install", "--prefix", str(staging), f"{package}@{version}", "--no-audit", "--no-fund",
              "--ignore-scripts", "--no-package-lock", "--loglevel=error"],
             capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL,
-            env={"PATH": SYSTEM_PATH, "HOME": str(Path.home()), "LANG": "C.UTF-8"},
+            env=_host_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         shutil.rmtree(staging, ignore_errors=True)
         raise MissingComponent(f"npm install {package}@{version} failed: {e}") from None
     if done.returncode != 0 or _installed_version(staging, package) != version:
         shutil.rmtree(staging, ignore_errors=True)
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise MissingComponent(f"npm install {package}@{version} failed (exit {done.returncode}): {last}")
+        raise MissingComponent(f"npm install {package}@{version} failed (exit {done.returncode}): "
+                               f"{npm_reason(done.stderr)}")
     shutil.rmtree(prefix, ignore_errors=True)
     os.rename(staging, prefix)
     prefix.chmod(0o755)
