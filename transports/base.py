@@ -70,10 +70,10 @@ def check_command(command: str) -> str | None:
 
 
 async def run_program(sandbox: Sandbox, argv: list[str], *, received: str | None, env: dict[str, str] | None = None,
-                      binds: tuple[Bind, ...] = (), pass_fds: tuple[int, ...] = ()) -> Delivery:
+                      binds: tuple[Bind, ...] = ()) -> Delivery:
     """Run ``argv`` in the sandbox; a program the kernel refuses as too long is a transport error, not a crash."""
     try:
-        execution = await sandbox.run(argv, env=env, binds=binds, pass_fds=pass_fds)
+        execution = await sandbox.run(argv, env=env, binds=binds)
     except ArgumentTooLong as e:
         return Delivery(received=None, execution=None, transport_error=str(e))
     return Delivery(received=received, execution=execution)

@@ -1,98 +1,113 @@
-"""Shared machinery for transports that paste R into an outer shell program.
+"""``received`` from the kernel: which exec of a traced run was the final shell, and what it got.
 
-The outer program is run exactly as the transport defines it (argv
-``["bash", "-c", OUTER]``). To learn what the *inner* shell received, the outer
-shell's ``BASH_ENV`` file (which a non-interactive bash sources before its
-program, so no extra process is started) does three things:
+Every run is traced (:mod:`transports.exectrace`): ``Execution.trace`` lists each program the
+run executed with its command line, environment (for shells) and the file it executes, read
+by the host at the exec stop, before any instruction of the new program ran. Nothing inside
+the sandbox takes part, so a command can neither forge nor silence it.
 
-* ``hash -p SHIM bash``: the outer shell finds ``bash`` in its command hash table
-  as the capture shim. ``$PATH`` is left exactly as on every other transport, so
-  what R's own expansions see (``$PATH``, ``$(which bash)``) does not change; only
-  the outer shell's own lookup of the word ``bash`` (and its subshells') is routed.
-* moves the received channel (:mod:`transports.channel`) to fd 9 and announces the
-  outer shell on it;
-* unsets ``BASH_ENV`` and the channel's variable.
+Which exec is the final shell (the boundary)
+    A program is recognised by the file it executes (device and inode), never by a name,
+    a path or ``argv[0]``: a renamed copy of a shell is another file.
 
-The shim (``bash -p``: no ``BASH_ENV``, no imported functions, so nothing the
-command sets can run inside it) sends one message and waits for the host, which
-reads the shim's argument vector from ``/proc`` as the kernel holds it; then the
-shim closes fd 9 and execs the real bash as ``bash``. The inner shell and
-everything it runs never hold the channel.
-
-Which shell is the boundary (``received``)
-    The outer text is one simple command, which bash execs in place, so the inner
-    shell has the outer shell's pid: when such a shell ran, ``received`` is its
-    program. When none did, because the paste split R into several commands (at an
-    ``&``, a ``;``, a newline) and the outer shell forked each, ``received`` is the
-    program of the first shell the outer shell forked (the lowest pid: the order of
-    the outer text), and ``received_note`` counts the others. A shell forked into
-    the background may not get to announce itself when the outer shell ends first:
-    every process of a run is killed when its main process exits, as on every
-    transport, so such a shell may or may not have run. A ``bash`` that R's text runs inside the outer expansion
-    (``$(bash ...)``) is forked too, and runs before the boundary: it never
-    displaces a shell exec'd in place. No shell at all: ``received`` is None.
+    * ``raw``-like transports run the final shell as the run's first program: it is the
+      boundary.
+    * A transport that pastes R into an outer program (``bash -c "R"``, ``make``, ``ssh``)
+      runs that program first. Its text is one simple command, which bash execs in place,
+      so the boundary is the first exec of the final shell's file in the outer program's
+      pid. Where there is none, because the paste split R into several commands and the
+      outer shell forked each, it is the final-shell exec forked first by the outer
+      program, and the delivery is ``split`` (damaged).
+    * R's text can only run after the boundary, except what the outer parse itself runs
+      (``$(...)`` in a double-quoted paste): every process the outer program forked before
+      the boundary's exec is such code, so the delivery is then ``split`` too, with a note.
+      This also closes forgeries that need an accomplice running beside the final shell.
+    * The final shell's environment must be the outer program's (less the variables a
+      shell sets for its children: ``_``, ``SHLVL``, ``PWD``, ``OLDPWD``): a difference
+      (``LD_PRELOAD``, ``BASH_ENV``, an exported function) would run code the record does
+      not show, so it is ``split`` with a note naming the variables.
+    * No final-shell exec at all: ``received`` is None.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
 import shutil
-import tempfile
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-from pathlib import Path
-
-import anyio
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .base import Delivery, check_command, run_program
-from .channel import Capture, ReceivedChannel
-from .sandbox import SYSTEM_PATH, Sandbox
-from .shells import DEFAULT, SH, SHELLS, Shell
+from .exectrace import Exec, Identity, Trace, identity
+from .sandbox import SYSTEM_PATH, Execution, Sandbox
+from .shells import DEFAULT, Shell
 
-T = TypeVar("T")
-CHANNEL_FD = 9
-CHANNEL_ENV = "QB_CHANNEL"
-
-FINAL_ENV = "QB_FINAL_SHELL"
-
-SHIM = """#!/bin/bash -p
-# quotebench capture shim (transports/capture.py): announce, wait for the host, then be {name}
-{announce}exec -a {name} {path} "$@"
-"""
-
-def enter_script(hash_line: str) -> str:
-    """A ``BASH_ENV`` file for an outer shell: route one command word through ``hash_line``, move the
-    channel to fd 9, announce the outer shell on it, and leave no variable of ours behind."""
-    return (f"{hash_line}\n"
-            f'if [ "${{{CHANNEL_ENV}:-{CHANNEL_FD}}}" != {CHANNEL_FD} ]; then '
-            f'eval "exec {CHANNEL_FD}>&${CHANNEL_ENV} ${CHANNEL_ENV}>&-"; fi\n'
-            f"printf outer >&{CHANNEL_FD} 2>/dev/null\n"
-            f"unset {CHANNEL_ENV} {FINAL_ENV} BASH_ENV\n")
+SHELL_SETS = (b"_=", b"SHLVL=", b"PWD=", b"OLDPWD=")
+"""Variables a shell itself sets in its children's environment: not a change made by R."""
 
 
-ANNOUNCE = f"{{ printf shim >&{CHANNEL_FD} && kill -STOP $$; }} 2>/dev/null\nexec {CHANNEL_FD}>&-\n"
-"""What a program the outer shell starts says on the channel before it becomes itself (sh and bash alike)."""
-
-ENTER = enter_script(f'hash -p "${{BASH_ENV%/*}}/${{{FINAL_ENV}:-bash}}" "${{{FINAL_ENV}:-bash}}"')
-
-_shim_dir: Path | None = None
+def program_identity(program: str) -> Identity | None:
+    """The file a program name resolves to on the sandbox's system PATH."""
+    found = shutil.which(program, path=SYSTEM_PATH)
+    return identity(found) if found else None
 
 
-def shim_dir() -> Path:
-    """A per-process directory holding the shim as ``bash`` and the ``BASH_ENV`` file (bound read-only)."""
-    global _shim_dir
-    if _shim_dir is None:
-        d = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
-        for shell in (*SHELLS.values(), SH):
-            real = shutil.which(shell.program, path=SYSTEM_PATH) or f"/bin/{shell.program}"
-            (d / shell.program).write_text(SHIM.format(name=shell.program, path=real, announce=ANNOUNCE))
-            (d / shell.program).chmod(0o755)
-        (d / "enter").write_text(ENTER)
-        d.chmod(0o755)
-        atexit.register(shutil.rmtree, d, True)
-        _shim_dir = d
-    return _shim_dir
+@dataclass
+class Boundary:
+    """The final shell's exec, as judged from a trace (see the module docstring)."""
+
+    exec: Exec | None
+    split: bool = False
+    note: str | None = None
+
+    @property
+    def received(self) -> str | None:
+        return received_from(list(self.exec.argv)) if self.exec is not None else None
+
+
+def first_program(execution: Execution | None) -> Exec | None:
+    """The run's first program (the transport's own argv, exec'd by the launcher)."""
+    if execution is None or execution.trace is None or not execution.trace.execs:
+        return None
+    return execution.trace.execs[0]
+
+
+def find_boundary(trace: Trace | None, is_final: Callable[[Exec], bool]) -> Boundary:
+    """The final shell inside an outer program (the run's first exec): see the module docstring."""
+    if trace is None or not trace.execs:
+        return Boundary(None, note="the kernel saw no program run")
+    outer, later = trace.execs[0], trace.execs[1:]
+    notes: list[str] = []
+    if trace.dropped:
+        notes.append(f"{trace.dropped} execs past the trace's cap were counted, not kept")
+    chosen = next((e for e in later if e.pid == outer.pid and is_final(e)), None)
+    split = False
+    if chosen is None:
+        forked = [e for e in later if e.parent == outer.pid and is_final(e)]
+        if forked:
+            chosen = min(forked, key=lambda e: (e.forked_at or 0, e.seq))
+            split = True
+            notes.append("the outer program forked the final shell (the paste split R into several commands)"
+                         if len(forked) == 1 else
+                         f"the outer program started {len(forked)} final shells; received is the first one's")
+    if chosen is not None:
+        before = [c for c, (p, seq) in trace.forks.items() if p == outer.pid and seq < chosen.seq and c != chosen.pid]
+        if before:
+            split = True
+            notes.append(f"the outer program ran {len(before)} process(es) of R's text before the final shell")
+        if (changed := env_change(outer, chosen)) is not None:
+            split = True
+            notes.append(changed)
+    return Boundary(chosen, split, "; ".join(notes) or None)
+
+
+def env_change(outer: Exec, final: Exec) -> str | None:
+    """Why the final shell's environment is not the outer program's, or None."""
+    if not final.env_complete or final.env is None or outer.env is None:
+        return "the final shell's environment could not be read whole"
+    mine = {v for v in outer.env if not v.startswith(SHELL_SETS)}
+    theirs = {v for v in final.env if not v.startswith(SHELL_SETS)}
+    if mine == theirs:
+        return None
+    names = sorted({v.split(b"=", 1)[0].decode("utf-8", "replace") for v in mine ^ theirs})
+    return f"the final shell's environment differs from the outer program's: {', '.join(names[:8])}"
 
 
 _LONG_WITH_ARGUMENT = (b"--rcfile", b"--init-file")
@@ -142,57 +157,6 @@ def _word_after_c(args: list[bytes]) -> str | None:
     return None
 
 
-def judge_argv(capture: Capture) -> tuple[list[bytes] | None, str | None]:
-    """(the boundary program's argument vector, note) by the rule in the module docstring."""
-    notes = list(capture.ignored)
-    argv: list[bytes] | None = None
-    if capture.boundary:
-        argv = capture.boundary[0]
-        if len(capture.boundary) > 1:
-            notes.append(f"{len(capture.boundary)} shells claimed the outer shell's pid; received is the first")
-    elif capture.forked:
-        # fork order, not arrival order: pids grow as the outer shell forks (the channel's messages race)
-        argv = min(capture.forked, key=lambda pf: pf[0])[1]
-        if len(capture.forked) > 1:
-            notes.append(f"the outer parse started {len(capture.forked)} shells; received is the first one's program")
-        else:
-            notes.append("the outer shell forked the inner shell (the paste split R into several commands)")
-    return argv, ("; ".join(notes) or None)
-
-
-def judge(capture: Capture) -> tuple[str | None, str | None]:
-    """(received, note) by the rule in the module docstring."""
-    argv, note = judge_argv(capture)
-    return (received_from(argv) if argv is not None else None), note
-
-
-async def run_captured(sandbox: Sandbox, argv: list[str], final: Shell = DEFAULT) -> Delivery:
-    """Run ``argv`` (an outer ``bash -c``) with the shim for the ``final`` shell and the channel;
-    ``received`` comes from the channel."""
-    shim = shim_dir()
-    inside = sandbox.mount_point(shim, "qb-shim")  # fixed under bwrap: the same text on every run
-    with ReceivedChannel(f"{inside}/{final.program}") as channel:
-        delivery = await with_channel(channel, lambda: run_program(
-            sandbox, argv, received=None,
-            env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: final.program},
-            binds=((shim, inside),), pass_fds=(channel.fd,),
-        ))
-        delivery.received, delivery.received_note = judge(channel.capture)
-        delivery.split = not channel.capture.boundary and bool(channel.capture.forked)
-    return delivery
-
-
-async def with_channel(channel: ReceivedChannel, run: Callable[[], Awaitable[T]]) -> T:
-    """Await ``run()`` while the channel is answered, then take what is still waiting."""
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.serve)
-        try:
-            return await run()
-        finally:
-            tg.cancel_scope.cancel()
-            channel.drain()
-
-
 class InnerShell:
     """Runs ``["bash", "-c", wrap(shell, R)]`` and captures what the inner (final) shell received.
 
@@ -212,4 +176,9 @@ class InnerShell:
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        return await run_captured(sandbox, ["bash", "-c", self.wrap(self.shell.text, command)], self.shell)
+        delivery = await run_program(sandbox, ["bash", "-c", self.wrap(self.shell.text, command)], received=None)
+        final = program_identity(self.shell.program)
+        boundary = find_boundary(delivery.execution.trace if delivery.execution else None,
+                                 lambda e: e.exe is not None and e.exe == final)
+        delivery.received, delivery.received_note, delivery.split = boundary.received, boundary.note, boundary.split
+        return delivery

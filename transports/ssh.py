@@ -99,8 +99,7 @@ from dataclasses import replace
 import anyio
 
 from .base import Delivery, check_command
-from .capture import CHANNEL_ENV, judge_argv, with_channel
-from .channel import ReceivedChannel
+from .capture import find_boundary, program_identity
 from .sandbox import ArgumentTooLong, Execution, Sandbox, Stream
 from .shells import DEFAULT, Shell
 from .ssh_client import UsageError, exec_request
@@ -208,29 +207,29 @@ class Ssh:
         if server is not None:
             token = server.open(sandbox, self.shell)
         wrapper = str(ep.enter[kind].parent / f"bin-{kind}" / "ssh")
-        # the client wrapper announces itself on the received channel (exe dash, as /bin/sh); a real
-        # sshd's request is computed from the argv the kernel holds for it, never from a file
-        with ReceivedChannel(wrapper, expect=(wrapper,), exe=frozenset({"dash", "sh", "bash", "busybox"})) as channel:
-            env = {"BASH_ENV": str(ep.enter[kind]), CHANNEL_ENV: str(channel.fd)}
-            if token is not None:
-                env[TOKEN_ENV] = token
-            try:
-                local = await with_channel(channel, lambda: _local_side(sandbox).run(
-                    ["bash", "-c", outer_program(command, self.safe)], env=env,
-                    binds=ep.binds(kind, sandbox), network=ep.network(kind), pass_fds=(channel.fd,),
-                ))
-            except ArgumentTooLong as e:
-                return Delivery(received=None, execution=None, transport_error=str(e))
-            finally:
-                if server is not None and token is not None:
-                    with anyio.CancelScope(shield=True):
-                        session = await server.finish(token)
-            argv, note = judge_argv(channel.capture)
-            split = not channel.capture.boundary and bool(channel.capture.forked)
+        env = {"BASH_ENV": str(ep.enter[kind])}
+        if token is not None:
+            env[TOKEN_ENV] = token
+        try:
+            local = await _local_side(sandbox).run(
+                ["bash", "-c", outer_program(command, self.safe)], env=env,
+                binds=ep.binds(kind, sandbox), network=ep.network(kind))
+        except ArgumentTooLong as e:
+            return Delivery(received=None, execution=None, transport_error=str(e))
+        finally:
+            if server is not None and token is not None:
+                with anyio.CancelScope(shield=True):
+                    session = await server.finish(token)
+        # the boundary is the exec of the client wrapper (a /bin/sh script: the kernel's argv is
+        # [interpreter, wrapper, ssh's arguments...]), as the kernel saw it
+        sh = program_identity("sh")
+        boundary = find_boundary(local.trace, lambda e: e.exe == sh and e.argv[1:2] == (wrapper.encode(),))
+        argv = list(boundary.exec.argv[2:]) if boundary.exec is not None else None  # ssh's own arguments
+        note, split = boundary.note, boundary.split
         sent = _request_from(argv)
         if session is not None:
-            # the request of the client at the boundary (the wrapper announced its argv), not merely the first
-            # one the server saw: R's own outer expansion can run an ssh of its own first
+            # the request of the client at the boundary, not merely the first one the server saw: R's own
+            # outer expansion can run an ssh of its own first
             received = sent if sent in session.requests else (session.requests[0] if session.requests else None)
             return Delivery(received=received, execution=_merge(local, session), received_note=note, split=split)
         return Delivery(received=sent, execution=_merge(local, session), received_note=note, split=split)

@@ -35,7 +35,7 @@ from typing import Literal
 import anyio
 
 from . import ssh_master
-from .capture import ANNOUNCE, enter_script
+from . import hostuid
 from .sandbox import SYSTEM_PATH, Sandbox
 from .ssh_target import Remote, configure, configured, parse_target  # noqa: F401 - re-exported (transports.ssh)
 from .ssh_server import TOKEN_ENV, EmbeddedServer
@@ -96,12 +96,12 @@ def _python_dirs(modules: tuple[str, ...] = FALLBACK_MODULES) -> tuple[Path, ...
 
 
 WRAPPER = """#!/bin/sh
-# quotebench ssh transport: see transports/ssh.py. The host reads this process's arguments from /proc
-# (the ssh client's argv, from which received is computed for a real sshd), then lets it go on.
-{announce}{exec_line}
+# quotebench ssh transport: see transports/ssh.py. The host's exec trace reads this process's arguments
+# (the ssh client's argv, from which received is computed for a real sshd) before any of it runs.
+{exec_line}
 """
 # the outer shell finds `ssh` through its hash table: $PATH stays what it is on every transport
-ENTER = "hash -p {bin}/ssh ssh"
+ENTER = "hash -p {bin}/ssh ssh\n"
 
 
 SOCKET_PATH_MAX = 107
@@ -129,10 +129,15 @@ class Endpoint:
         self.pid = os.getpid()
         # named with our pid: a later run removes it if this process was killed (sandbox.sweep_leftovers)
         self.root = Path(tempfile.mkdtemp(prefix=f"qb-ssh-{os.getpid()}-", dir=_short_temp_dir())).resolve()  # 0700
+        self.uid = hostuid.sandbox_uid()  # the sandbox's uid, which the master runs as too (OpenSSH's mux
+        if self.uid is not None:          # serves only clients of its own uid)
+            self.root.chmod(0o711)  # traversable, not listable: bwrap binds c/ as that uid
         self.client_dir = self.root / "c"  # the only part bound into sandboxes
-        self.client_dir.mkdir()
+        self.client_dir.mkdir(mode=0o755)
         self.control_dir = self.client_dir / "m"  # the only path the master may write (until it listens)
         self.control_dir.mkdir(mode=0o700)
+        if self.uid is not None:
+            os.chown(self.control_dir, self.uid, self.uid)
         self.control_path = self.control_dir / "ctl"
         self.known_hosts = self.control_dir / "known_hosts"  # the master adds a real sshd's key (accept-new)
         self.config_path = self.client_dir / "config"
@@ -164,11 +169,17 @@ class Endpoint:
             (self.root / "id_ed25519.pub").write_text(client_pub)
             for p in (self.root / "host_ed25519", self.key_path):
                 p.chmod(0o600)
+            if self.uid is not None:  # the master (that uid) reads the client key; the host key stays ours
+                os.chown(self.key_path, self.uid, self.uid)
             self.server = EmbeddedServer(host_key, client_pub, unix_path=self.client_dir / "server.sock")
             port = self.server.start()
+            if self.uid is not None and self.server.unix_path is not None:
+                os.chown(self.server.unix_path, self.uid, self.uid)  # connecting needs write permission
             host, user = "127.0.0.1", "qb"
             host_key_line = host_key.export_public_key().decode().strip()
             self.known_hosts.write_text(f"[{host}]:{port} {host_key_line}\n")
+            if self.uid is not None:
+                os.chown(self.known_hosts, self.uid, self.uid)
         else:
             host, port, user = self.remote.host, self.remote.port, self.remote.user
             self.key_path = Path(self.remote.key) if self.remote.key else None
@@ -196,10 +207,10 @@ class Endpoint:
                 continue
             bindir = self.client_dir / f"bin-{kind}"
             bindir.mkdir()
-            (bindir / "ssh").write_text(WRAPPER.format(announce=ANNOUNCE, exec_line=exec_line))
+            (bindir / "ssh").write_text(WRAPPER.format(exec_line=exec_line))
             (bindir / "ssh").chmod(0o755)
             self.enter[kind] = self.client_dir / f"enter-{kind}"
-            self.enter[kind].write_text(enter_script(ENTER.format(bin=shlex.quote(str(bindir)))))
+            self.enter[kind].write_text(ENTER.format(bin=shlex.quote(str(bindir))))
         self._fallback_binds = _python_dirs() + ((self.key_path,) if self.key_path else ())
 
     def _openssh_config(self) -> str:
@@ -261,7 +272,8 @@ class Endpoint:
         if self.key_path is not None:
             readable += (self.key_path,)
         argv += ["-N", HOST_ALIAS]
-        full = ssh_master.confine(argv, writable=self.control_dir, readable=readable, network=self.server is None)
+        full = hostuid.drop_prefix() + ssh_master.confine(argv, writable=self.control_dir, readable=readable,
+                                                          network=self.server is None)
         log = self.root / "master.log"
         with open(log, "wb") as err:
             proc = ssh_master.spawn(
@@ -279,6 +291,8 @@ class Endpoint:
             time.sleep(0.005)
         # the socket exists: from now on the (capability-less) master cannot create anything here
         self.control_dir.chmod(0o555)
+        if self.uid is not None:  # the master's uid owns the directory: take it back, so it stays read-only
+            os.chown(self.control_dir, 0, 0)
         # published only now: ready() runs without the lock, and a client that finds no control
         # socket falls back to a direct TCP connect, which the isolated local side cannot make
         self.master = proc

@@ -51,6 +51,7 @@ import concurrent.futures
 import os
 import pwd
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -89,9 +90,10 @@ def write_helpers(where: Path) -> tuple[Path, Path]:
 
 def proxy_options(fdpass: Path, server_socket: Path, python_dirs: tuple[Path, ...]) -> tuple[list[str], tuple[Path, ...]]:
     """``-o`` options that make the master reach the embedded server over its Unix socket, and what it must see."""
-    command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", str(fdpass), str(server_socket)))
+    system = shutil.which("python3", path="/usr/bin:/bin")  # reachable by any uid; the helper needs only socket
+    command = " ".join(shlex.quote(a) for a in (system or sys.executable, "-I", "-S", str(fdpass), str(server_socket)))
     return (["-o", "ProxyCommand=" + command.replace("%", "%%"), "-o", "ProxyUseFdpass=yes"],
-            python_dirs)
+            () if system else python_dirs)
 
 
 def env_for(askpass: Path, base: dict[str, str]) -> dict[str, str]:

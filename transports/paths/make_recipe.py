@@ -11,14 +11,14 @@ The route (GNU make manual, 5.1 Recipe Syntax, 5.3 Recipe Execution, 6.1 Basics 
 
 How ``received`` is observed
     make is run as ``make -f SETUP -f FILE`` inside the sandbox, where SETUP holds only
-    ``override SHELL := SHIM``: the capture shim of :mod:`transports.capture` in ``/bin/sh``'s
-    place, named ``sh`` like the real one (make treats both as POSIX shells), which announces
-    itself on the received channel and execs dash as ``sh``. A second ``-f`` keeps FILE's line
-    numbers and ``MAKEFLAGS`` as on the real route. Every shell make starts is a child of make,
-    which the outer bash exec'd in place, so the channel sees each one. Setting ``SHELL`` turns off
-    make's shell-less fast path (with the default ``/bin/sh`` make execs a line with no shell
-    metacharacter directly, splitting its words itself); that path exists to behave as ``sh -c``
-    would, so the line is observed as the text make would otherwise split.
+    ``override SHELL := <dash's real path>``: the same file as ``/bin/sh``, named by another path,
+    which turns off make's shell-less fast path (with the default ``/bin/sh`` make execs a line with
+    no shell metacharacter directly, splitting its words itself; that path exists to behave as
+    ``sh -c`` would, so the line is observed as the text make would otherwise split). A second
+    ``-f`` keeps FILE's line numbers and ``MAKEFLAGS`` as on the real route. Every shell make starts
+    is a child of make, which the outer bash exec'd in place, and the kernel's exec trace
+    (:mod:`transports.capture`) sees each one: a shell is recognised by the file it executes, so
+    an R that sets ``SHELL`` to a renamed copy of a shell runs no final shell (``received`` None).
 
     ``received`` is the program of the first shell make started; ``received_note`` counts the
     others (one per recipe line, and any ``$(shell ...)``). So R = ``cd sub\\n\\ttouch x``
@@ -36,12 +36,12 @@ The fix, ``make-safe``
 
 from __future__ import annotations
 
-import anyio
+import os
+import shutil
 
 from ..base import Delivery, check_command, run_program
-from ..capture import CHANNEL_ENV, FINAL_ENV, received_from, shim_dir
-from ..channel import ReceivedChannel
-from ..sandbox import Sandbox
+from ..capture import program_identity, received_from
+from ..sandbox import SYSTEM_PATH, Sandbox
 from ..shells import SH
 from .route import Route
 
@@ -85,21 +85,17 @@ class MakeRecipe(Route):
         script = None
         if self.safe and not one_line_exact(command):  # host-written files are read-only to the command
             script = sandbox.write_file("recipe.sh", command.encode("utf-8"))
-        shim = shim_dir()
-        inside = sandbox.mount_point(shim, "qb-shim")
-        setup = sandbox.write_file("setup.mk", f"override SHELL := {inside}/{SH.program}\n".encode())
+        real_sh = os.path.realpath(shutil.which(SH.program, path=SYSTEM_PATH) or "/bin/sh")
+        setup = sandbox.write_file("setup.mk", f"override SHELL := {real_sh}\n".encode())
         makefile = sandbox.write_file("Makefile", self.makefile(command, script).encode("utf-8"))
-        with ReceivedChannel(f"{inside}/{SH.program}") as channel:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(channel.serve)
-                delivery = await run_program(
-                    sandbox, ["bash", "-c", OUTER, setup, makefile], received=None,
-                    env={"BASH_ENV": f"{inside}/enter", CHANNEL_ENV: str(channel.fd), FINAL_ENV: SH.program},
-                    binds=((shim, inside),), pass_fds=(channel.fd,))
-                tg.cancel_scope.cancel()
-            channel.drain()
-            shells = [received_from(argv) for _pid, argv in channel.capture.forked]  # make runs them one by one
-            notes = list(channel.capture.ignored)
+        delivery = await run_program(sandbox, ["bash", "-c", OUTER, setup, makefile], received=None)
+        trace = delivery.execution.trace if delivery.execution is not None else None
+        final = program_identity(SH.program)
+        make = trace.execs[0].pid if trace is not None and trace.execs else None
+        # make runs its shells one by one, each a child of make (which the outer bash exec'd in place)
+        shells = [received_from(list(e.argv)) for e in (trace.execs if trace is not None else [])
+                  if e.parent == make and e.exe == final]
+        notes: list[str] = []
         if script is not None:
             delivery.received = command if shells else None
             notes.insert(0, f"make ran {shells[0]!r}; the final shell read R from that file" if shells else

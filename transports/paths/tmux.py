@@ -211,7 +211,7 @@ class Tmux(Route):
                             transport_error=f"{self.name}: tmux is not installed (Debian package: tmux)")
         run = sandbox.scratch("tmux")  # an unguessable name; a planted one makes mkdir fail, never followed
         try:
-            run.mkdir(mode=0o700)
+            sandbox.make_dir(run)
         except OSError as e:
             return Delivery(received=None, execution=None,
                             transport_error=f"{self.name}: cannot make the run directory: {e.strerror or e}")

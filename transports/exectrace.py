@@ -1,0 +1,375 @@
+"""Exec tracing: the kernel's own record of every program a run executed.
+
+Why the kernel
+    ``received`` used to be reported by processes inside the sandbox (a shim, a
+    channel, a history file), which run as the same user as the command they
+    measure, so a command could close, forge or replace them. Here the host traces
+    the run's whole process tree with ``ptrace``, for exec and fork events only
+    (``PTRACE_O_TRACEEXEC``, ``TRACEFORK``, ``TRACEVFORK``, ``TRACECLONE``,
+    resumed with ``PTRACE_CONT``, so ordinary system calls never stop). At an exec
+    stop the new program image is loaded but none of its instructions has run; the
+    host then reads ``/proc/PID/cmdline``, ``/proc/PID/environ`` and the device and
+    inode of ``/proc/PID/exe``. Nothing in the sandbox takes part: a process has one
+    tracer, so no process of the run can trace another or detach itself, and a
+    program is identified by the file it executes, never by a name it was given.
+
+Why ptrace and not seccomp user notification
+    A ``SECCOMP_RET_USER_NOTIF`` filter must be installed inside the sandbox (bwrap
+    takes a compiled filter but hands back no listener), needs libseccomp to build,
+    and at the notification the exec has not happened yet (a path to resolve, a race
+    with the file). The ptrace exec stop is after the kernel committed the exec, and
+    costs two wait round trips per fork or exec: measured 1.3 ms on top of a 7.1 ms
+    bwrap run (``quotebench bench``).
+
+Threads
+    ptrace binds a tracee to the *thread* that traces it, and ptrace stops are
+    reported to ``waitpid``. So one dedicated thread per run spawns the launcher,
+    traces it and waits with ``__WALL | __WNOTHREAD``: it sees only its own child
+    and its own tracees, never the event loop's other children, and nothing else
+    in the process can steal its events (no other thread waits on its pids). The
+    launcher stops itself (``kill -STOP $$``) before it executes anything of the
+    run, so the trace starts before the first exec.
+
+Killing
+    The tracer knows every live process of the run (each is a tracee from its
+    fork on), so :meth:`Tracer.kill_all` ends all of them by pid, whatever process
+    group, session or cgroup they moved to; ``PTRACE_O_EXITKILL`` ends them too if
+    the tracer thread dies.
+
+Bounds
+    At most ``MAX_EXECS`` execs are kept (later ones are counted); a command line
+    is read up to ``MAX_ARGV`` bytes for the programs the caller watches (shells)
+    and ``SHORT_ARGV`` for others; an environment up to ``MAX_ENV``. Every read is
+    of a kernel file named by a kernel pid.
+
+Errors
+    :class:`TraceError` (one line) when ptrace is not permitted here (a container
+    seccomp profile, Yama ``ptrace_scope`` 2 or 3): :func:`probe` says so once at
+    start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.restype = ctypes.c_long
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+PTRACE_CONT = 7
+PTRACE_GETEVENTMSG = 0x4201
+PTRACE_SEIZE = 0x4206
+PTRACE_LISTEN = 0x4208
+OPTIONS = 0x2 | 0x4 | 0x8 | 0x10 | 0x100000  # TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL
+EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_STOP = 1, 2, 3, 4, 128
+WALL = 0x40000000
+WNOTHREAD = 0x20000000
+STOP_SIGNALS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+MAX_EXECS = 1024
+MAX_ARGV = 2 << 20       # more than the kernel passes to one exec (its stack limit / 4 caps that)
+SHORT_ARGV = 4096
+MAX_ENV = 1 << 20
+STOP_PREFIX = "kill -STOP $$; "
+"""What the launcher's first shell runs before anything else, so the tracer can seize it at rest."""
+
+Identity = tuple[int, int]
+
+
+class TraceError(RuntimeError):
+    """Exec tracing is not possible on this machine; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Exec:
+    """One successful execve, as the kernel held it at the exec stop.
+
+    ``seq`` orders every fork and exec event of the run; ``parent`` is the pid that
+    forked ``pid`` (None for the launcher) and ``forked_at`` that fork's ``seq``.
+    ``exe`` is the executed file's (st_dev, st_ino): for a script, its interpreter.
+    ``env`` is None unless the program is watched (or the read failed: then
+    ``env_complete`` is False)."""
+
+    seq: int
+    pid: int
+    parent: int | None
+    forked_at: int | None
+    exe: Identity | None
+    argv: tuple[bytes, ...]
+    argv_complete: bool
+    env: tuple[bytes, ...] | None = None
+    env_complete: bool = True
+
+
+@dataclass
+class Trace:
+    """Everything the tracer saw during one run."""
+
+    execs: list[Exec] = field(default_factory=list)
+    forks: dict[int, tuple[int, int]] = field(default_factory=dict)  # child pid -> (parent pid, seq)
+    dropped: int = 0  # execs past MAX_EXECS, counted only
+
+    def children_of(self, pid: int) -> list[int]:
+        return [c for c, (p, _) in self.forks.items() if p == pid]
+
+
+def _ptrace(request: int, pid: int, data: int = 0) -> int:
+    result = _libc.ptrace(request, pid, None, ctypes.c_void_p(data))
+    if result == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _event_msg(pid: int) -> int:
+    out = ctypes.c_ulong()
+    if _libc.ptrace(PTRACE_GETEVENTMSG, pid, None, ctypes.byref(out)) == -1:
+        return 0
+    return out.value
+
+
+def _read(pid: int, name: str, cap: int) -> tuple[bytes, bool] | None:
+    """Up to ``cap`` bytes of ``/proc/PID/name`` and whether that was all of it."""
+    try:
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks, total = [], 0
+        while total <= cap:
+            chunk = os.read(fd, min(1 << 16, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
+        return data[:cap], len(data) <= cap
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _split(data: bytes) -> tuple[bytes, ...]:
+    return tuple(data[:-1].split(b"\0")) if data.endswith(b"\0") else tuple(data.split(b"\0")) if data else ()
+
+
+def identity(path: str) -> Identity | None:
+    """The (st_dev, st_ino) a program file is known by; None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class Tracer:
+    """Spawns one launcher argv in its own thread and traces its process tree.
+
+    ``watch``: the program files (identities) whose command line is read whole and whose
+    environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``launcher_execs``:
+    how many execs at the start belong to the launcher (the limits shell's own exec is
+    before the trace; setpriv, bwrap): they are left out of :attr:`trace`.
+
+    Lifecycle: :meth:`start` (blocking until the child exists and is seized, or raising
+    ``OSError``/``TraceError``), then the caller reads the pipes, awaits :attr:`main_exited`
+    (a threading.Event) and calls :meth:`kill_all`; :meth:`join` returns when every traced
+    process is gone. ``status`` is the launcher's wait status."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
+                 watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0) -> None:
+        self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
+        self.watch = watch
+        self.skip = launcher_execs
+        self.trace = Trace()
+        self.status: int | None = None
+        self.main_exited = threading.Event()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._alive: set[int] = set()
+        self._lock = threading.Lock()
+        self._killing = False
+        self._seq = 0
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="qb-tracer", daemon=True)
+
+    # -- the caller's side ---------------------------------------------------------------
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            raise self._error
+        assert self.proc is not None
+        return self.proc
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the run, now and as any still being forked appears."""
+        with self._lock:
+            self._killing = True
+            for pid in self._alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    # -- the tracer thread ---------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self._spawn()
+        except BaseException as e:  # noqa: BLE001 - handed to start()'s caller
+            self._error = e
+            self._started.set()
+            self._done.set()
+            return
+        self._started.set()
+        try:
+            self._loop()
+        finally:
+            self.main_exited.set()
+            self._done.set()
+
+    def _spawn(self) -> None:
+        proc = subprocess.Popen(
+            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.proc = proc
+        pid = proc.pid
+        _, status = os.waitpid(pid, os.WUNTRACED | WNOTHREAD)
+        if not os.WIFSTOPPED(status):  # the launcher died before its first line: nothing of the run started
+            self._finish_main(status)
+            return
+        try:
+            _ptrace(PTRACE_SEIZE, pid, OPTIONS)
+        except OSError as e:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, WNOTHREAD)
+            proc.returncode = -9
+            raise TraceError(f"exec tracing is not permitted here (ptrace: {e.strerror}); received cannot be "
+                             "taken from the kernel") from None
+        with self._lock:
+            self._alive.add(pid)
+        os.kill(pid, signal.SIGCONT)
+
+    def _finish_main(self, status: int) -> None:
+        self.status = status
+        if self.proc is not None:
+            self.proc.returncode = os.waitstatus_to_exitcode(status)  # never reaped again by subprocess
+        self.main_exited.set()
+
+    def _loop(self) -> None:
+        main = self.proc.pid if self.proc is not None else -1
+        while True:
+            try:
+                pid, status = os.waitpid(-1, WALL | WNOTHREAD)
+            except ChildProcessError:
+                return
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                with self._lock:
+                    self._alive.discard(pid)
+                if pid == main:
+                    self._finish_main(status)
+                continue
+            if not os.WIFSTOPPED(status):
+                continue
+            self._stopped(pid, status)
+
+    def _stopped(self, pid: int, status: int) -> None:
+        sig, event = os.WSTOPSIG(status), status >> 16
+        inject = 0
+        if event in (EVENT_FORK, EVENT_VFORK, EVENT_CLONE):
+            child = _event_msg(pid)
+            if child:
+                self._seq += 1
+                self.trace.forks[child] = (pid, self._seq)
+                with self._lock:
+                    self._alive.add(child)
+                    if self._killing:
+                        _kill(child)
+        elif event == EVENT_EXEC:
+            self._exec(pid)
+        elif event == EVENT_STOP:
+            if sig in STOP_SIGNALS:  # a group stop: stay stopped until SIGCONT, as without a tracer
+                _resume(PTRACE_LISTEN, pid)
+                return
+        elif event == 0:
+            inject = sig  # a signal on its way: deliver it
+        with self._lock:
+            if pid not in self._alive:  # a new child can report before its parent's fork event
+                self._alive.add(pid)
+            if self._killing:
+                _kill(pid)
+        _resume(PTRACE_CONT, pid, inject)
+
+    def _exec(self, pid: int) -> None:
+        self._seq += 1
+        if self.skip > 0:
+            self.skip -= 1
+            return
+        if len(self.trace.execs) >= MAX_EXECS:
+            self.trace.dropped += 1
+            return
+        exe = None
+        try:
+            st = os.stat(f"/proc/{pid}/exe")
+            exe = (st.st_dev, st.st_ino)
+        except OSError:
+            pass
+        watched = exe in self.watch
+        argv = _read(pid, "cmdline", MAX_ARGV if watched else SHORT_ARGV)
+        env = _read(pid, "environ", MAX_ENV) if watched else None
+        parent, forked_at = self.trace.forks.get(pid, (None, None))
+        self.trace.execs.append(Exec(
+            seq=self._seq, pid=pid, parent=parent, forked_at=forked_at, exe=exe,
+            argv=_split(argv[0]) if argv else (), argv_complete=bool(argv and argv[1]),
+            env=_split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
+        ))
+
+
+def _resume(request: int, pid: int, sig: int = 0) -> None:
+    try:
+        _ptrace(request, pid, sig)
+    except OSError as e:
+        if e.errno != errno.ESRCH:  # gone meanwhile (killed): nothing to resume
+            raise
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+_probed: list[str | None] = []
+
+
+def probe() -> str | None:
+    """Why exec tracing cannot work here (one line), or None; checked once per process."""
+    if not _probed:
+        tracer = Tracer(["/bin/sh", "-c", STOP_PREFIX + "exec /bin/true"], env={"PATH": "/usr/bin:/bin"},
+                        cwd="/", stdin=False)
+        try:
+            proc = tracer.start()
+            tracer.join(15)  # never proc.wait(): another thread's wait would take the tracer's events
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            seen = [e.argv[:1] for e in tracer.trace.execs]
+            _probed.append(None if seen == [(b"/bin/true",)] else f"exec tracing saw {seen}, not /bin/true")
+        except (OSError, TraceError, subprocess.SubprocessError) as e:
+            _probed.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    return _probed[0]

@@ -1,0 +1,147 @@
+"""No host root inside: the uid every sandboxed process runs as.
+
+Why
+    bwrap started by root maps the sandbox's uid 0 to the host's uid 0 and mounts
+    ``/proc`` read-write; the kernel allows sysctl writes purely on "euid is global
+    root", so a command could change the host (``kernel.core_pattern`` is a path to
+    code execution as host root). CI, containers and most evaluation machines run as
+    root.
+
+What is done
+    * Where the harness runs as root, the launcher drops to ``DROP_UID`` (65534,
+      ``nobody``) with ``setpriv --reuid --regid --clear-groups`` after joining the
+      run's cgroups and before bwrap starts; bwrap then builds the sandbox as an
+      unprivileged user (unprivileged user namespaces), so nothing inside, nor bwrap
+      itself, holds host root. The sandbox's files are handed to that uid.
+    * Whatever the uid, kernel interfaces are read-only inside (``/proc/sys`` and
+      ``/proc/sysrq-trigger`` bound read-only over the sandbox's ``/proc``).
+    * Where root cannot be dropped (no ``setpriv``, or the kernel forbids
+      unprivileged user namespaces), runs go on as root with the read-only binds,
+      :func:`problem` says why at start, every record says ``user: root``, and
+      ``serve`` and ``run`` with a live model refuse without the explicit opt-out.
+
+Records
+    ``limits_applied["user"]``: ``dropped`` (host uid 65534), ``caller`` (the harness
+    is not root: its own uid) or ``root`` (no drop possible here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+DROP_UID = 65534
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+User = Literal["dropped", "caller", "root"]
+READ_ONLY_KERNEL = ("/proc/sys", "/proc/sysrq-trigger")
+
+_state: list[tuple[User, str | None]] = []
+
+
+def setpriv() -> str | None:
+    return shutil.which("setpriv", path=SYSTEM_PATH)
+
+
+def drop_prefix() -> list[str]:
+    """The argv words that drop root before the next program (empty where no drop applies)."""
+    if user() != "dropped":
+        return []
+    return [setpriv() or "setpriv", f"--reuid={DROP_UID}", f"--regid={DROP_UID}", "--clear-groups", "--"]
+
+
+def _try(bwrap: str | None) -> str | None:
+    """Why dropping root before ``bwrap`` (or before a plain program, without bwrap) fails here, or None."""
+    tool = setpriv()
+    if tool is None:
+        return "setpriv (util-linux) is not installed, so root cannot be dropped"
+    argv = [tool, f"--reuid={DROP_UID}", f"--regid={DROP_UID}", "--clear-groups", "--"]
+    if bwrap is not None:
+        argv += [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+                 "--proc", "/proc", "--dev", "/dev", "--"]
+    argv += ["/bin/sh", "-c", 'test "$(id -u)" != 0']
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot drop root: {e}"
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = lines[-1] if lines else f"exit {done.returncode}"
+        return f"cannot drop root before bwrap ({why}): unprivileged user namespaces may be disabled"
+    return None
+
+
+def configure(bwrap: str | None) -> None:
+    """Decide once per process, for the bwrap chosen (None: no isolation)."""
+    if _state:
+        return
+    if os.geteuid() != 0:
+        _state.append(("caller", None))
+    elif os.environ.get("QB_NO_UID_DROP"):
+        _state.append(("root", "QB_NO_UID_DROP is set"))
+    else:
+        why = _try(bwrap)
+        _state.append(("root", why) if why else ("dropped", None))
+
+
+def user() -> User:
+    """Which uid sandboxed commands run as; :func:`configure` must have run (the sandbox's isolation
+    decision does it)."""
+    if not _state:
+        raise RuntimeError("hostuid.configure() runs with the isolation decision, before any launcher")
+    return _state[0][0]
+
+
+def problem() -> str | None:
+    """Why sandboxed commands run as host root here (one line), or None."""
+    user()
+    return _state[0][1]
+
+
+def sandbox_uid() -> int | None:
+    """The host uid the sandbox's files must belong to, where it differs from ours."""
+    return DROP_UID if user() == "dropped" else None
+
+
+def give(root: Path, uid: int) -> None:
+    """Hand a freshly built tree to ``uid`` (iteratively, never following a link)."""
+    stack = [str(root)]
+    while stack:
+        path = stack.pop()
+        os.lchown(path, uid, uid)
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        os.lchown(entry.path, uid, uid)
+        except NotADirectoryError:
+            pass
+
+
+def temp_base() -> str | None:
+    """Where sandbox roots are made: the temp directory when another uid can reach it (every ancestor
+    searchable by others), else ``/tmp``; None (the default) where no uid is dropped."""
+    if sandbox_uid() is None:
+        return None
+    base = Path(tempfile.gettempdir()).resolve()
+    for p in (base, *base.parents):
+        try:
+            if not os.stat(p).st_mode & 0o001:
+                return "/tmp"
+        except OSError:
+            return "/tmp"
+    return None
+
+
+def kernel_binds() -> list[str]:
+    """bwrap arguments that make kernel interfaces read-only over the sandbox's ``/proc``."""
+    args: list[str] = []
+    for path in READ_ONLY_KERNEL:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args

@@ -1,0 +1,185 @@
+"""One traced process run: spawn, feed, read, time, kill, and the kernel's exec record.
+
+Why its own module
+    :class:`~transports.sandbox.Sandbox` decides *what* runs (the launcher: limits,
+    uid, bubblewrap); this module decides *how* a run is carried out, the same way for
+    every transport: the launcher is spawned by an :class:`~transports.exectrace.Tracer`
+    thread, its output is read on the event loop without blocking it, and the wall
+    clock is measured on the loop against this run alone.
+
+End of a run
+    The run ends when the launcher (the sandbox's main process) exits, or at its
+    timeout; then every process of the run is killed by pid (the tracer knows each
+    one, whatever group it moved to) and through its cgroup, and the tracer thread is
+    joined off the loop once nothing of the run is left.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from .exectrace import Identity, Trace, Tracer
+
+Stdin = bytes | AsyncIterator[bytes] | None
+_threads = anyio.CapacityLimiter(4096)  # one waiting thread per live run: never the default pool's 40
+
+
+@dataclass
+class Stream:
+    text: str = ""
+    truncated: bool = False
+    drained: bool = False  # the run was killed for writing more than drain_cap
+
+
+@dataclass
+class Outcome:
+    """What the process run produced, before any limit is interpreted."""
+
+    status: int | None  # the launcher's exit code (negative: killed by that signal), None if timed out
+    stdout: Stream
+    stderr: Stream
+    timed_out: bool
+    exec_ms: float
+    trace: Trace
+
+
+class TooLong(OSError):
+    """The kernel refused the argument vector (E2BIG)."""
+
+
+async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
+                     output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
+                     on_end: Callable[[], None]) -> Outcome:
+    """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup).
+
+    Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
+    tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs)
+    start = time.perf_counter()
+    try:
+        proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)
+    except OSError as e:
+        if e.errno == errno.E2BIG:
+            raise TooLong(e.errno, e.strerror) from None
+        raise
+    notify_r, notify_w = os.pipe()
+    os.set_blocking(notify_r, False)
+
+    def wait_main() -> None:  # in a thread: the tracer's Event, then a byte for the loop to see
+        tracer.main_exited.wait()
+        os.write(notify_w, b"x")
+
+    out, err = Stream(), Stream()
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(lambda: anyio.to_thread.run_sync(wait_main, limiter=_threads))
+            with anyio.move_on_after(timeout_s) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
+                    tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
+                    if stdin is not None:
+                        tg.start_soon(_feed, proc.stdin, stdin)
+                    await anyio.wait_readable(notify_r)
+                    # the main process is gone: stray children must not keep the pipes open
+                    tracer.kill_all()
+                    on_end()
+            timed_out = scope.cancelled_caught
+            tracer.kill_all()
+            on_end()
+    finally:
+        tracer.kill_all()
+        on_end()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(tracer.join, limiter=_threads)
+        for fd in (notify_r, notify_w):
+            os.close(fd)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+    status = None if timed_out or tracer.status is None else os.waitstatus_to_exitcode(tracer.status)
+    return Outcome(status=status, stdout=out, stderr=err, timed_out=timed_out,
+                   exec_ms=(time.perf_counter() - start) * 1000, trace=tracer.trace)
+
+
+async def _read(pipe, into: Stream, cap: int, drain_cap: int, tracer: Tracer) -> None:
+    """Keep up to ``cap`` bytes; past ``drain_cap`` kill the run (closing our end would not stop a writer)."""
+    if pipe is None:
+        return
+    fd = pipe.fileno()
+    os.set_blocking(fd, False)
+    buf = bytearray()
+    total = 0
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            if not chunk:
+                break
+            total += len(chunk)
+            room = cap - len(buf)
+            if room > 0:
+                buf += chunk[:room]
+            if total > cap:
+                into.truncated = True
+            if total >= drain_cap:
+                into.drained = True
+                tracer.kill_all()
+                break
+    except OSError:
+        pass
+    finally:
+        into.text = bytes(buf).decode("utf-8", errors="replace")
+
+
+async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:
+    """Copy stdin data into the process; a reader that exits early is not an error."""
+    fd = pipe.fileno()
+    os.set_blocking(fd, False)
+
+    async def send(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            view = view[n:]
+
+    try:
+        if isinstance(source, bytes):
+            await send(source)
+        else:
+            async for chunk in source:
+                await send(chunk)
+    except (BrokenPipeError, ConnectionResetError, OSError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+__all__ = ["Outcome", "Stdin", "Stream", "TooLong", "kill_group", "run_traced", "subprocess"]
