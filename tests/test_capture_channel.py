@@ -24,6 +24,11 @@ TASK = get_task("file-write/control")
 INNER = ("nested", "nested-single", "escaped")
 
 
+def execute_with(timeout_s: float, transport: str, command: str):
+    return bounded(lambda: anyio.run(lambda: execute(TASK, transport, command, limits=Limits(timeout_s=timeout_s))),
+                   timeout_s + 60)
+
+
 def run(transport: str, command: str, budget_s: float = 30.0):
     """execute() with a hard deadline: a hang is a failure, not a stuck suite."""
     return bounded(lambda: anyio.run(lambda: execute(TASK, transport, command, limits=LIMITS)), budget_s)
@@ -54,17 +59,17 @@ def test_the_inner_shell_cannot_reach_the_channel(transport: str) -> None:
     assert record.received_note is None
 
 
-def test_a_message_from_the_outer_expansion_is_not_taken_for_the_boundary() -> None:
-    # the outer shell runs $(...) in a subshell that holds the channel: its message fails verification
-    record = run("nested", "$(printf shim >&9; kill -STOP $BASHPID)echo hello > out.txt")
+def test_code_the_outer_expansion_runs_before_the_final_shell_makes_the_delivery_split() -> None:
+    # the outer shell runs $(...) in a forked subshell before it execs the inner shell: R's text ran early
+    record = run("nested", "$(true)echo hello > out.txt")
     assert record.received == "echo hello > out.txt"
-    assert record.received_note and "failed verification" in record.received_note
+    assert record.damaged and "ran 1 process(es) of R's text before the final shell" in (record.received_note or "")
 
 
-def test_a_shim_started_with_preloaded_code_is_not_believed() -> None:
-    record = run("nested", "$(LD_PRELOAD=/nonexistent.so /run/qb-shim/bash -c forged)echo ok > out.txt")
-    assert record.received == "echo ok > out.txt"
-    assert record.received_note and "LD_PRELOAD" in record.received_note
+def test_a_final_shell_given_another_environment_is_not_believed() -> None:
+    # the outer parse gives the in-place inner bash a BASH_ENV of its choosing: code the record would not show
+    record = run("nested", 'echo ok > out.txt"; BASH_ENV=/dev/null exec bash -c "echo ok > out.txt')
+    assert record.damaged and "BASH_ENV" in (record.received_note or "")
 
 
 def test_received_of_an_inner_shell_split_off_in_the_background() -> None:
@@ -80,7 +85,7 @@ def test_several_shells_split_off_name_the_first_and_count_them() -> None:
     command = 'echo one > out.txt" & wait; bash -c "echo two >> out.txt" & wait; echo "'
     record = run("nested", command)
     assert record.received == "echo one > out.txt"
-    assert record.received_note and "2 shells" in record.received_note
+    assert record.received_note and "2 final shells" in record.received_note
 
 
 def test_the_shell_exec_d_in_place_is_the_boundary_even_after_forked_ones() -> None:
@@ -106,17 +111,13 @@ def test_the_first_forked_shell_is_chosen_by_fork_order_every_time() -> None:
     assert seen == {"echo one > a.txt"}
 
 
-def test_a_flood_of_announcements_is_bounded_in_time_and_in_the_record() -> None:
-    """200 background loops and the outer shell itself writing to the channel without end: once took
-    the harness past its wall clock to 1.6 GB; now the run ends at its timeout and the note stays short."""
-    command = 'x"; for i in $(seq 200); do (while :; do printf shim >&9; done) & done; while :; do printf shim >&9; done; "'
-    import time
-
-    start = time.monotonic()
-    record = run("nested", command, budget_s=60)
-    assert time.monotonic() - start < LIMITS.timeout_s + 15
-    assert record.timed_out and record.limit_hit == "time"
-    assert len(record.received_note or "") < 2000
+def test_a_flood_of_execs_is_bounded_in_time_and_in_the_record() -> None:
+    """Thousands of programs started by the outer expansion: the trace keeps at most MAX_EXECS of them,
+    counts the rest, and the record's note stays short."""
+    record = execute_with(8, "nested", "$(for i in $(seq 1500); do /bin/true; done)echo done > out.txt")
+    assert record.received == "echo done > out.txt"
+    assert record.damaged and len(record.received_note or "") < 2000
+    assert "execs past the trace's cap" in (record.received_note or "")
 
 
 # -- where the program sits among the inner shell's options ----------------------------------------

@@ -73,6 +73,7 @@ WNOTHREAD = 0x20000000
 STOP_SIGNALS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 MAX_EXECS = 1024
+MAX_IN_PLACE = 64
 MAX_ARGV = 2 << 20       # more than the kernel passes to one exec (its stack limit / 4 caps that)
 SHORT_ARGV = 4096
 MAX_ENV = 1 << 20
@@ -195,6 +196,7 @@ class Tracer:
         self._lock = threading.Lock()
         self._killing = False
         self._seq = 0
+        self._in_place = 0
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._done = threading.Event()
@@ -319,9 +321,14 @@ class Tracer:
         if self.skip > 0:
             self.skip -= 1
             return
-        if len(self.trace.execs) >= MAX_EXECS:
+        # past the cap only the first program's own pid is followed (an exec in place there is the
+        # boundary's candidate), and only MAX_IN_PLACE more times: a flood elsewhere cannot hide the final shell
+        if len(self.trace.execs) >= MAX_EXECS and (
+                not self.trace.execs or pid != self.trace.execs[0].pid or self._in_place >= MAX_IN_PLACE):
             self.trace.dropped += 1
             return
+        if len(self.trace.execs) >= MAX_EXECS:
+            self._in_place += 1
         exe = None
         try:
             st = os.stat(f"/proc/{pid}/exe")
