@@ -59,7 +59,7 @@ class Module:
 REPORT_TESTS = ("tests/test_report.py", "tests/test_report_paths.py", "tests/test_report_sharing.py",
                 "tests/test_measure_intervals.py", "tests/test_mut_report.py")
 WRAP_TESTS = ("tests/test_transport_properties.py", "tests/test_mut_transports.py")
-CAPTURE_TESTS = ("tests/test_capture_channel.py", "tests/test_mut_transports.py", "tests/test_mut_capture.py")
+CAPTURE_TESTS = ("tests/test_capture_channel.py", "tests/test_mut_transports.py", "tests/test_kernel_received.py")
 LIMIT_TESTS = ("tests/test_limits.py", "tests/test_sandbox.py", "tests/test_mut_limits.py")
 
 MODULES: dict[str, Module] = {
