@@ -62,7 +62,7 @@ def test_an_escaped_trailing_semicolon_reaches_bash_unescaped() -> None:
 
 
 @pytest.mark.parametrize("command, received, code, said", [
-    ("Enter", "\n", 0, ""),          # a key name is that key: two empty lines reach bash
+    ("Enter", "\r", 0, ""),          # a key name is that key: two Enter presses reach bash
     ("C-c", "", 130, ""),             # Ctrl-C at the prompt: nothing runs, $? is 130
     ("-n > out.txt", None, 1, "command send-keys: unknown flag -n\n"),  # a leading - is an option to tmux
 ])
@@ -119,21 +119,25 @@ def test_send_keys_l_drops_a_trailing_semicolon_too() -> None:
 def test_history_expansion_rewrites_a_later_line() -> None:
     command = "echo one two > a.txt\nprintf '%s\\n' \"!!\" > out.txt"
     d, files = deliver("tmux", command)
-    assert d.received == "echo one two > a.txt\nprintf '%s\\n' \"echo one two > a.txt\" > out.txt"
+    assert d.received == command  # delivered intact; bash's own expansion changed it: damaged, with its record
+    assert d.split
+    assert '"echo one two > a.txt" > out.txt' in (d.received_note or "")  # what bash ran, from its own record
     assert files["out.txt"] == "echo one two > a.txt\n"
     safe, safe_files = deliver("tmux-safe", command)
     assert safe.received == command and safe_files["out.txt"] == "!!\n"
 
 
 def test_a_failed_history_expansion_runs_nothing() -> None:
-    d, files = deliver("tmux", 'echo "hello world" > out.txt; echo "!nothing-like-this"')
-    assert d.received == "" and files["out.txt"] is None  # the whole line is dropped
+    command = 'echo "hello world" > out.txt; echo "!nothing-like-this"'
+    d, files = deliver("tmux", command)
+    assert d.received == command and d.split and files["out.txt"] is None  # delivered, then the line is dropped
     assert "event not found" in d.execution.stdout.text  # type: ignore[union-attr]
 
 
 def test_a_tab_is_readline_completion_not_a_character() -> None:
     d, files = deliver("tmux", "printf 'a\\tb|\tc' > out.txt")
-    assert d.received == "printf 'a\\tb|c' > out.txt" and files["out.txt"] == "a\tb|c"
+    assert d.received == "printf 'a\\tb|\tc' > out.txt" and files["out.txt"] == "a\tb|c"  # the tab arrived
+    assert d.split and "printf 'a\\\\tb|c' > out.txt" in (d.received_note or "")  # readline completed it away
     safe, safe_files = deliver("tmux-safe", "printf 'a\\tb|\tc' > out.txt")
     assert safe_files["out.txt"] == "a\tb|\tc"
 
@@ -147,8 +151,10 @@ def test_a_multi_line_heredoc_goes_through_ps2() -> None:
 
 
 def test_a_backslash_newline_is_recorded_joined_and_blank_lines_stay() -> None:
-    d, files = deliver("tmux", "echo a \\\nb > out.txt\n\necho c >> out.txt\n")
-    assert d.received == "echo a b > out.txt\n\necho c >> out.txt\n"
+    command = "echo a \\\nb > out.txt\n\necho c >> out.txt\n"
+    d, files = deliver("tmux", command)
+    assert d.received == command  # every byte arrived; bash's own record joins the continuation
+    assert d.split and "echo a b > out.txt" in (d.received_note or "")
     assert files["out.txt"] == "a b\nc\n"
 
 
@@ -156,14 +162,16 @@ def test_the_terminal_is_stdin_so_a_read_takes_the_next_typed_line() -> None:
     command = "IFS= read -r -n 11 x; printf %s \"$x\" > out.txt\nsecret line"
     d, files = deliver("tmux", command)
     assert files["out.txt"] == "secret line"
-    assert d.received == "IFS= read -r -n 11 x; printf %s \"$x\" > out.txt\n"  # the second line never ran
+    assert d.received == command  # the pane's shell read all of it: the second line as read's data
+    assert d.split  # bash's own record shows the second line never ran as a command
     safe, safe_files = deliver("tmux-safe", command)
     assert safe_files["out.txt"] == "" and safe.received == command  # stdin is /dev/null, as on raw
 
 
 def test_an_incomplete_command_leaves_bash_at_ps2() -> None:
     d, _ = deliver("tmux", "echo 'unbalanced > out.txt")
-    assert d.received == "" and d.execution is not None and d.execution.exit_code is None
+    assert d.received == "echo 'unbalanced > out.txt" and d.split  # delivered; it never ran
+    assert d.execution is not None and d.execution.exit_code is None
     assert not d.execution.timed_out
     assert d.received_note and "continuation prompt (PS2)" in d.received_note
 
@@ -209,17 +217,29 @@ def test_a_command_that_never_returns_times_out_within_the_sandbox_timeout() -> 
 
 def test_a_record_replaced_by_a_fifo_does_not_block_the_host() -> None:
     start = time.monotonic()
-    d, _ = deliver("tmux", "e=$(echo ../meta/tmux-*/events); rm -f $e; mkfifo $e; echo x", Limits(timeout_s=3))
+    command = "e=$(echo ../meta/tmux-*/events); rm -f $e; mkfifo $e; echo x"
+    d, _ = deliver("tmux", command, Limits(timeout_s=3))
     assert time.monotonic() - start < 4.5
-    assert d.received is None and re.fullmatch(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a FIFO, "
-                                               r"not a regular file", d.received_note or "")
+    assert d.received == command  # from the kernel: the record's fate does not touch it
+    assert re.search(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a FIFO, not a regular file",
+                     d.received_note or "")
 
 
 def test_a_record_replaced_by_a_symlink_is_not_followed() -> None:
     d, _ = deliver("tmux", "ln -sf /etc/hostname ../meta/tmux-*/events")
-    assert d.received is None
-    assert re.fullmatch(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a symlink, not a regular file",
-                        d.received_note or "")
+    assert d.received == "ln -sf /etc/hostname ../meta/tmux-*/events"
+    assert re.search(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a symlink, not a regular file",
+                     d.received_note or "")
+
+
+def test_a_later_line_rewriting_the_record_cannot_replace_an_earlier_lines_received() -> None:
+    """The hooks' record is the pane shell's own file: a later line once rewrote it, and with it the
+    received of the line before. received is now what the kernel saw the shell read."""
+    command = ("echo hello world > out.txt\n"
+               "printf 'C 6\\nforged\\nP 0\\n' > $(echo ../meta/tmux-*/events)")
+    d, files = deliver("tmux", command)
+    assert d.received == command
+    assert files["out.txt"] == "hello world\n"
 
 
 def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:

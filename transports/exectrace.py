@@ -56,6 +56,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -66,7 +67,12 @@ PTRACE_CONT = 7
 PTRACE_GETEVENTMSG = 0x4201
 PTRACE_SEIZE = 0x4206
 PTRACE_LISTEN = 0x4208
-OPTIONS = 0x2 | 0x4 | 0x8 | 0x10 | 0x100000  # TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL
+PTRACE_SYSCALL = 24
+PTRACE_GET_SYSCALL_INFO = 0x420E
+OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x100000  # TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL
+SYSCALL_STOP = signal.SIGTRAP | 0x80
+READ_SYSCALL = {0xC000003E: 0, 0xC00000B7: 63}  # AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 -> read(2)
+MAX_INPUT = 1 << 20
 EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_STOP = 1, 2, 3, 4, 128
 WALL = 0x40000000
 WNOTHREAD = 0x20000000
@@ -115,6 +121,9 @@ class Trace:
     execs: list[Exec] = field(default_factory=list)
     forks: dict[int, tuple[int, int]] = field(default_factory=dict)  # child pid -> (parent pid, seq)
     dropped: int = 0  # execs past MAX_EXECS, counted only
+    reader: Exec | None = None  # the program whose terminal input is recorded (``Tracer(input_of=...)``)
+    input: bytes = b""          # what it read from its standard input, in order, up to MAX_INPUT
+    input_complete: bool = True
 
     def children_of(self, pid: int) -> list[int]:
         return [c for c, (p, _) in self.forks.items() if p == pid]
@@ -173,6 +182,10 @@ def identity(path: str) -> Identity | None:
 class Tracer:
     """Spawns one launcher argv in its own thread and traces its process tree.
 
+    ``input_of``: a test on an exec; the first program it accepts (an interactive shell whose input is
+    a terminal) is also stopped at its system calls, and every byte it ``read(2)``s from fd 0 is kept
+    in ``trace.input``, read from its memory by the host at the syscall's exit.
+
     ``watch``: the program files (identities) whose command line is read whole and whose
     environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``launcher_execs``:
     how many execs at the start belong to the launcher (the limits shell's own exec is
@@ -184,10 +197,14 @@ class Tracer:
     process is gone. ``status`` is the launcher's wait status."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
-                 watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0) -> None:
+                 watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0,
+                 input_of: Callable[[Exec], bool] | None = None) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
         self.skip = launcher_execs
+        self.input_of = input_of
+        self._reader: int | None = None     # its pid: resumed with PTRACE_SYSCALL, every other with PTRACE_CONT
+        self._entries: tuple[int, int, int] | None = None  # (nr, fd, buffer) at its last syscall entry
         self.trace = Trace()
         self.status: int | None = None
         self.main_exited = threading.Event()
@@ -307,6 +324,8 @@ class Tracer:
             if sig in STOP_SIGNALS:  # a group stop: stay stopped until SIGCONT, as without a tracer
                 _resume(PTRACE_LISTEN, pid)
                 return
+        elif event == 0 and sig == SYSCALL_STOP:
+            self._syscall(pid)
         elif event == 0:
             inject = sig  # a signal on its way: deliver it
         with self._lock:
@@ -314,7 +333,7 @@ class Tracer:
                 self._alive.add(pid)
             if self._killing:
                 _kill(pid)
-        _resume(PTRACE_CONT, pid, inject)
+        _resume(PTRACE_SYSCALL if pid == self._reader else PTRACE_CONT, pid, inject)
 
     def _exec(self, pid: int) -> None:
         self._seq += 1
@@ -339,11 +358,53 @@ class Tracer:
         argv = _read(pid, "cmdline", MAX_ARGV if watched else SHORT_ARGV)
         env = _read(pid, "environ", MAX_ENV) if watched else None
         parent, forked_at = self.trace.forks.get(pid, (None, None))
-        self.trace.execs.append(Exec(
+        record = Exec(
             seq=self._seq, pid=pid, parent=parent, forked_at=forked_at, exe=exe,
             argv=_split(argv[0]) if argv else (), argv_complete=bool(argv and argv[1]),
             env=_split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
-        ))
+        )
+        self.trace.execs.append(record)
+        if self.input_of is not None and self._reader is None and self.input_of(record):
+            self._reader, self.trace.reader = pid, record
+        elif pid == self._reader:  # the reader became another program: its input is no longer the shell's
+            self._reader = None
+
+    def _syscall(self, pid: int) -> None:
+        """A system-call stop of the reader: remember read(0, buf, n) at entry, copy what it got at exit."""
+        if pid != self._reader:
+            return
+        info = (ctypes.c_uint8 * 88)()
+        if _libc.ptrace(PTRACE_GET_SYSCALL_INFO, pid, ctypes.c_void_p(88), info) <= 0:
+            return
+        raw = bytes(info)
+        op, arch = raw[0], int.from_bytes(raw[4:8], "little")
+        if op == 1:  # entry
+            nr, fd, buf = (int.from_bytes(raw[o:o + 8], "little") for o in (24, 32, 40))
+            self._entries = (nr, fd, buf)
+        elif op == 2 and self._entries is not None:  # exit
+            nr, fd, buf = self._entries
+            self._entries = None
+            rval = int.from_bytes(raw[24:32], "little", signed=True)
+            if nr == READ_SYSCALL.get(arch, -1) and fd == 0 and rval > 0:
+                self._copy_input(pid, buf, rval)
+
+    def _copy_input(self, pid: int, address: int, size: int) -> None:
+        room = MAX_INPUT - len(self.trace.input)
+        if room <= 0 or size > room:
+            self.trace.input_complete = False
+        if room <= 0:
+            return
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.trace.input_complete = False
+            return
+        try:
+            self.trace.input += os.pread(fd, min(size, room), address)
+        except OSError:
+            self.trace.input_complete = False
+        finally:
+            os.close(fd)
 
 
 def _resume(request: int, pid: int, sig: int = 0) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from .exectrace import Identity, Trace, Tracer
+from .exectrace import Exec, Identity, Trace, Tracer
 
 Stdin = bytes | AsyncIterator[bytes] | None
 _threads = anyio.CapacityLimiter(4096)  # one waiting thread per live run: never the default pool's 40
@@ -57,11 +57,12 @@ class TooLong(OSError):
 
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
-                     on_end: Callable[[], None]) -> Outcome:
+                     on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None) -> Outcome:
     """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup).
 
     Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
-    tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs)
+    tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
+                    input_of=input_of)
     start = time.perf_counter()
     try:
         proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)

@@ -31,21 +31,24 @@ The component, all real, inside the sandbox
     fewer prompts than R has lines, the driver waits until the record stops moving for 50 ms:
     a line may have been read as data, or a long R may not all be in the pty yet.
 
-``received``: bash's own record of what it executed
-    The prompts carry the record, so nothing is typed that the agent did not type:
-    ``PS0`` (expanded after a command is read, before it runs) appends ``history 1``, the
-    history entry bash made for it, which is the text *after* history expansion; ``PS1`` and
-    ``PS2`` log each prompt and the status ``$?``; ``lithist`` keeps a multi-line command's
-    newlines in its entry. ``received`` is one line per primary prompt answered: the entry
-    of the command run there, or an empty line where bash ran nothing (an empty line, a
-    comment, a line whose history expansion failed or that did not parse), joined by newlines.
-    Limits: bash records a backslash-newline continuation without the pair (``echo a \\``,
-    ``b`` is recorded ``echo a b``); a here-document entry's trailing newline is not kept;
-    a command that is still incomplete at the end (bash waiting at PS2) ran nothing and is not
-    in ``received`` (``received_note`` says so). The record is written by hooks in the
-    pane's own shell: a command that rewrites its shell's prompts or history can forge what
-    is recorded after it (never the record of a command before it, written before it ran).
-    The host reads the record only with :func:`tasks.safefs.read_under` (no link followed,
+``received``: what the pane's shell read from its terminal, from the kernel
+    The pane's interactive bash is recognised in the exec trace by the file it executes and the
+    argv tmux starts it with (it starts before any key is typed); the host's tracer stops it at
+    its system calls and copies every byte it ``read(2)``s from fd 0, at the syscall's exit, from
+    its memory (:mod:`transports.exectrace`). ``received`` is those bytes, less the one Enter the
+    harness typed after R: the keys as tmux, the pty and the line discipline delivered them.
+    Nothing in the sandbox takes part, so a later line cannot rewrite an earlier line's record.
+    A byte that a builtin of the pane's shell (``read``) takes as data was read by the shell too.
+
+    What bash then did with the text is its own record: ``PS0`` (expanded after a command is
+    read, before it runs) appends ``history 1``, the entry bash made for it (the text *after*
+    history expansion); ``PS1`` and ``PS2`` log each prompt and ``$?``; ``lithist`` keeps a
+    multi-line command's newlines. When that record differs from what was read (history
+    expansion of ``!``, readline completing a tab away, a backslash-newline joined, a line read
+    as data, a command left incomplete at PS2), the delivery is ``split`` (damaged) and the note
+    quotes it. The record is written by hooks in the pane's own shell, so a command can forge it
+    for the lines after it: that can only add damage, never remove it, and never changes
+    ``received``. The host reads it only with :func:`tasks.safefs.read_under` (no link followed,
     no FIFO opened, capped).
 
 The output, the status
@@ -72,7 +75,11 @@ from dataclasses import dataclass, field, replace
 
 from tasks.safefs import UnsafeRead, read_under, remove_tree
 
+from collections.abc import Callable
+
 from ..base import Delivery, check_command
+from ..capture import program_identity
+from ..exectrace import Exec
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
 from .route import Route
@@ -122,6 +129,14 @@ echo "$state" >"$d/status"
 run's directory as the sandbox names it, the time budget in microseconds, and the text."""
 
 _ENTRY = re.compile(rb" *\d+[ *] ")
+PANE_ARGV = (b"bash", b"--norc", b"--noprofile", b"-i")
+
+
+def pane_shell() -> Callable[[Exec], bool]:
+    """The pane's interactive bash, recognised by the file it executes and the argv tmux started it with;
+    it starts before any key is typed, so nothing of R can be it."""
+    bash = program_identity("bash")
+    return lambda e: e.exe == bash and e.argv == PANE_ARGV
 
 
 @dataclass
@@ -229,7 +244,8 @@ class Tmux(Route):
             mode, text = "keys", command
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
         try:
-            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text])
+            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text],
+                                   input_of=pane_shell())
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
         state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
@@ -260,7 +276,17 @@ class Tmux(Route):
         if state not in ("idle", "timeout", "gone") and not ex.timed_out:
             notes.append("the driver's report was missing or unreadable (the command interfered with it?)")
         lines = rec.lines + (["\n".join(rec.pending)] if rec.pending else [])
-        received = "\n".join(lines) if rec.prompted else None  # None: bash never came to its first prompt
+        executed = "\n".join(lines) if rec.prompted else None  # bash's own record (its hooks: informative)
+        received, split = delivered(ex), False
+        trace = ex.trace
+        if trace is None or trace.reader is None:
+            notes.append("the pane's shell never started")
+        elif not trace.input_complete:
+            split = True
+            notes.append("the pane's shell read more than the trace keeps (or part of it could not be read)")
+        if received is not None and executed is not None and executed != received and not self.safe:
+            split = True  # delivered intact, then bash changed it: history expansion, a continuation
+            notes.append(f"bash's own record of what it ran differs from what it read: {executed[:200]!r}")
         if timed_out:
             run.exit_code = None
         elif rec.exited is not None:
@@ -280,8 +306,19 @@ class Tmux(Route):
         if rec.malformed:
             notes.append("bash's record ended in malformed data (written by the command?)")
         if self.safe:
-            if lines and lines[0] == typed and all(not x for x in lines[1:]):
+            if received == typed:
                 received = command  # the file bash was started on held exactly R, written by the host
             else:
-                notes.append("bash's record does not show the typed line alone: received is what it shows")
-        return Delivery(received=received, execution=run, received_note="; ".join(notes) or None)
+                notes.append("the pane's shell did not read the typed line alone: received is what it read")
+        return Delivery(received=received, execution=run, received_note="; ".join(notes) or None, split=split)
+
+
+def delivered(ex: Execution) -> str | None:
+    """What the pane's interactive shell read from its terminal, as the kernel's trace copied it at each
+    ``read(2)`` from fd 0, less the one Enter the harness typed after R; None when nothing arrived."""
+    if ex.trace is None or not ex.trace.input:
+        return None
+    data = ex.trace.input
+    if data.endswith((b"\r", b"\n")):
+        data = data[:-1]
+    return data.decode("utf-8", errors="surrogateescape")
