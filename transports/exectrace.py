@@ -198,11 +198,12 @@ class Tracer:
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
                  watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0,
-                 input_of: Callable[[Exec], bool] | None = None) -> None:
+                 input_of: Callable[[Exec], bool] | None = None, pass_fds: tuple[int, ...] = ()) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
         self.skip = launcher_execs
         self.input_of = input_of
+        self.pass_fds = pass_fds
         self._reader: int | None = None     # its pid: resumed with PTRACE_SYSCALL, every other with PTRACE_CONT
         self._entries: tuple[int, int, int] | None = None  # (nr, fd, buffer) at its last syscall entry
         self.trace = Trace()
@@ -261,7 +262,7 @@ class Tracer:
 
     def _spawn(self) -> None:
         proc = subprocess.Popen(
-            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True, pass_fds=self.pass_fds,
             stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

