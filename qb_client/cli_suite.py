@@ -1,4 +1,4 @@
-"""Commands on the suite and single executions: tasks list/show/check, transports list, exec."""
+"""Commands on the suite: tasks list/show/check/generate, transports list (exec is in cli_exec)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tasks.load import get_task, select, suite
 
 from .cli_app import JSON_OPT, app, tasks_app, transports_app
 from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import err, fail, human, out, print_json, record_table, safe, safe_text
+from .console import err, fail, human, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- tasks
@@ -190,53 +190,3 @@ def transports_list(as_json: bool = JSON_OPT,
     out.print(table)
     out.print("Compose with +, outermost first (json-naive+ssh decodes naive JSON, then sends over ssh); "
               "name a final shell with @ (raw@dash, nested@zsh).")
-
-
-# ---------------------------------------------------------------- exec
-
-
-def read_command_file(path: Path) -> str:
-    """The file verbatim (no stripping); invalid UTF-8 or a NUL byte is bad input."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        fail(f"{path}: cannot read: {e.strerror or e}")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        fail(f"{path}: contains a NUL byte at offset {nul}; no shell argument can carry it")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail(f"{path}: not valid UTF-8 (byte {e.start}: {data[e.start:e.start + 1]!r})")
-
-
-@app.command("exec")
-def exec_cmd(
-    task: str = typer.Option(..., "--task", help="Task id, e.g. file-write/control."),
-    transport: str = typer.Option(..., "--transport", help="Transport name (see `transports list`)."),
-    command: Optional[str] = typer.Option(None, "--command", help="The command R."),
-    command_file: Optional[Path] = typer.Option(None, "--command-file", help="Read R from this file, verbatim."),
-    as_json: bool = JSON_OPT,
-    suite_opt: str = SUITE_OPT,
-    userland: str = USERLAND_OPT,
-) -> None:
-    """One command through one transport in a fresh sandbox of that task; prints one record."""
-    from transports.execute import execute
-    from transports.registry import validate_name
-
-    apply_suite(suite_opt)
-    apply_userland(userland)
-
-    if (command is None) == (command_file is None):
-        fail("give exactly one of --command, --command-file")
-    if command_file is not None:
-        command = read_command_file(command_file)
-    t = get_task(task)
-    validate_name(transport)
-    record = anyio.run(lambda: execute(t, transport, command))
-    doc = record.model_dump(mode="json")
-    if as_json:
-        print_json(doc)
-    else:
-        out.print(record_table(doc))
-    raise typer.Exit(0 if record.verdict.passed else 1)
