@@ -45,6 +45,10 @@ def _unwrap(e: BaseException) -> BaseException:
 PARSE_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __import__("click").ClickException
 
 
+GLOBAL_OPTIONS = ("--memory", "--disk", "--ssh-target", "--ssh-key")
+"""The options of :func:`qb_client.cli_app.global_options`: given after a command, they are not its own."""
+
+
 def _usage_error(e: Exception) -> NoReturn:
     """A typer/click parsing error as one line on stderr, naming the option, with where to read more; exit 2.
 
@@ -55,6 +59,9 @@ def _usage_error(e: Exception) -> NoReturn:
     ctx = getattr(e, "ctx", None)
     hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
     text = e.format_message() if hasattr(e, "format_message") else str(e)
+    if (option := getattr(e, "option_name", None)) in GLOBAL_OPTIONS and ctx is not None and ctx.parent is not None:
+        hint = f" ({option} is a global option: give it before the command, quotebench {option} VALUE " \
+               f"{ctx.command_path.partition(' ')[2]} ...)"
     err.print(f"quotebench: error: {one_line(text)}{hint}")
     sys.exit(code)
 

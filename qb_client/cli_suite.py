@@ -13,7 +13,7 @@ from tasks.load import get_task, select, suite
 
 from .cli_app import JSON_OPT, app, tasks_app, transports_app
 from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import err, fail, human, out, print_json, safe, safe_text
+from .console import err, fail, human, make_dirs, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- tasks
@@ -143,13 +143,14 @@ def tasks_check(as_json: bool = JSON_OPT,
 def tasks_generate(
     seed: str = typer.Option(..., "--seed", help="The secret that draws the split (any text). Keep it private."),
     out_dir: Path = typer.Option(Path("quotebench-private"), "--out",
-                                 help="Directory for the suite (made if missing; its parent must exist; must be "
+                                 help="Directory for the suite (made with any missing parents; must be "
                                       "empty or hold this same suite). The default is in .gitignore."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """A held-out payload split: the same families, fixtures and validators, new payloads from the seed."""
     from tasks.generate import GENERATOR_VERSION, OutputError, write
 
+    make_dirs("--out", out_dir.parent)
     try:
         suite_id = write(seed, out_dir)
     except OutputError as e:

@@ -112,17 +112,29 @@ def human(value: Any) -> str:
 # ---------------------------------------------------------------- output files
 
 
+def make_dirs(option: str, path: Path) -> None:
+    """The directory rule of the whole CLI: an output's directory is made, with every missing parent
+    (``--out runs/inspect`` when ``runs/`` does not exist yet); a file in the way is bad input."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            fail(f"{option} {safe(str(path))}: {safe(str(p))} exists and is not a directory")
+        if p.exists():
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"{option} {safe(str(path))}: cannot create the directory: {e.strerror or e}")
+
+
 def check_output_file(option: str, path: Path) -> None:
-    """The output-file rule of the whole CLI: an output's parent directory must exist (nothing is created
-    on the way to it, so a typo cannot scatter directories), and the output itself must not be a directory."""
-    parent = path.parent
-    if not parent.is_dir():
-        fail(f"{option} {safe(str(path))}: the directory {safe(str(parent))} does not exist (create it first)")
+    """The output-file rule of the whole CLI: missing directories on the way to an output are made
+    (:func:`make_dirs`), and the output itself must not be a directory."""
     if path.is_dir():
         fail(f"{option} {safe(str(path))}: is a directory (give a file name)")
+    make_dirs(option, path.parent)
 
 
-OUTPUT_RULE = "Its parent directory must exist."
+OUTPUT_RULE = "Missing directories are created."
 
 
 # ---------------------------------------------------------------- printing
