@@ -81,6 +81,12 @@ def serve_cmd(
 def report_cmd(
     results: list[Path] = typer.Argument(..., metavar="RESULTS.jsonl...", help="One or more results files."),
     html: Optional[Path] = typer.Option(None, "--html", help=f"Also write one self-contained HTML page. {OUTPUT_RULE}"),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", metavar="FILE",
+                                            help="Write the damaged commands (config, suite, userland, task, contract, "
+                                                 f"transport, passed, command, received) as CSV. {OUTPUT_RULE}"),
+    damaged: Optional[str] = typer.Option(None, "--damaged", metavar="TRANSPORT|all",
+                                          help="List the damaged commands on this transport (task, contract, "
+                                               "transport, command, received) instead of the report."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
@@ -88,7 +94,10 @@ def report_cmd(
 
     if html is not None:
         check_output_file("--html", html)
-    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json))
+    if csv_path is not None:
+        check_output_file("--csv", csv_path)
+    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json,
+                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged))
 
 
 # ---------------------------------------------------------------- bench

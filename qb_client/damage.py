@@ -76,6 +76,12 @@ def _inline(text: str) -> str:
 
 
 def cell(text: str, width: int = 48) -> str:
-    """``text`` on one line, marked as in a diff and cut to ``width`` with ``…`` (for a table cell)."""
-    shown = _inline(text)
+    """``text`` on one line for a table cell: newlines, tabs and CR marked, blanks kept except at the end
+    (marked there), cut to ``width`` with ``…``."""
+    shown = NEWLINE.join(_line(line) for line in text.split("\n"))
     return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
+def _line(line: str) -> str:
+    body = line.rstrip(" ")
+    return "".join(_mark(c, False) for c in body) + BLANK * (len(line) - len(body))

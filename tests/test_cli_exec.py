@@ -43,6 +43,7 @@ def test_char_diff_shows_lost_newline_tab_and_blanks() -> None:
     assert char_diff("a\tb", "a b").plain == "a[-→-]{+·+}b"
     assert char_diff('echo "a b"', "echo a").plain == 'echo [-"-]a[-·b"-]'
     assert cell("x" * 60, 10) == "x" * 9 + "…"
+    assert cell("a b\tc  \n") == "a b→c··↵" and cell("a  ") == "a··"
 
 
 def test_rules_and_artifacts_come_from_the_route() -> None:
@@ -86,8 +87,8 @@ def test_exec_several_transports_side_by_side() -> None:
     assert r.returncode == 1, r.stderr
     table = [line for line in r.stdout.splitlines() if line.startswith("│")]
     assert len(table) == 2
-    assert re.search(r"│ raw +│ echo·\"hello·world\"·>·out\.txt +│ 0 +│ PASS +│ no +│", table[0]), table[0]
-    assert re.search(r"│ nested +│ echo·hello +│ 0 +│ FAIL +│ yes +│", table[1]), table[1]
+    assert re.search(r"│ raw +│ echo \"hello world\" > out\.txt +│ 0 +│ PASS +│ no +│", table[0]), table[0]
+    assert re.search(r"│ nested +│ echo hello +│ 0 +│ FAIL +│ yes +│", table[1]), table[1]
     docs = json.loads(qb("exec", "--task", "file-write/control", "--transports", "raw,nested", "--command", "true",
                          "--json").stdout)
     assert [d["transport"] for d in docs] == ["raw", "nested"]
