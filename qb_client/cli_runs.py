@@ -260,6 +260,10 @@ def run_cmd(
     names = parse_list(transports)
     contract_names = contract_list(contracts)
     efforts = effort_list(effort)
+    from .run_checks import check_offline_effort, check_server
+
+    check_server(server, contract_names, names)
+    check_offline_effort(model.split(":", 1)[0].strip(), efforts)
     try:
         providers = [make_provider(model, base_url, e, parse_params(params), retry=RetryPolicy(tries=max_tries),
                                    timeout_s=timeout) for e in efforts]
@@ -290,6 +294,9 @@ def run_cmd(
         for provider in providers:  # one config per effort rung, one after the other
             outcomes.append(anyio.run(Campaign(provider, plan, out_dir, hooks).run))
     seconds = time.perf_counter() - start
+    from .campaign_errors import prune_resolved
+
+    prune_resolved(out_dir)  # errors a rerun resolved are no longer errors
     labels = [p.config.label for p in providers]
     errors = [e for o in outcomes for e in o.errors]
     from .report.load import config_label

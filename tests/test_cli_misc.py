@@ -38,3 +38,40 @@ def test_serve_takes_the_transport_as_a_word_or_from_the_environment(tmp_path: P
 
     assert serve_transport("nested", None) == "nested" and serve_transport(None, None) == "raw"
     assert serve_transport("nested", "nested") == "nested"
+
+
+def test_offline_effort_typo_is_refused_and_a_label_is_warned(tmp_path: Path) -> None:
+    r = qb("run", "--model", "reference", "--effort", "hgih", "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "write 'raw:hgih' to use it as one" in r.stderr
+    assert not (tmp_path / "c").exists()
+    r = qb("run", "--model", "reference", "--effort", "high", "--contracts", "raw", "--transports", "raw",
+           "--tasks", "file-write/control", "--out", str(tmp_path / "c"))
+    assert r.returncode == 0 and "reference runs offline, so nothing is sent" in r.stderr, r.stderr
+
+
+def test_server_with_several_transports_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    r = qb("run", "--model", "reference", "--server", "http://127.0.0.1:9/mcp", "--transports", "raw,nested",
+           "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "serves the one transport it was started with" in r.stderr and "rerun" not in r.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_errors_a_rerun_resolved_are_dropped(tmp_path: Path) -> None:
+    import json
+
+    from qb_client.campaign_errors import prune_resolved
+
+    config = {"provider": "p", "model": "m", "effort": None}
+    (tmp_path / "replies.jsonl").write_text(json.dumps({"key": "k1", "reply_id": "k1", "config": config}) + "\n")
+    (tmp_path / "results.jsonl").write_text(json.dumps({"reply_id": "k1", "transport": "raw", "config": config})
+                                            + "\n")
+    lines = [{"stage": "generate", "reply_id": "k1", "config": config},
+             {"stage": "generate", "reply_id": "k2", "config": config},
+             {"stage": "execute", "reply_id": "k1", "transport": "raw", "config": config},
+             {"stage": "execute", "reply_id": "k1", "transport": "nested", "config": config}]
+    (tmp_path / "errors.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert prune_resolved(tmp_path) == 2
+    left = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
+    assert [(x["stage"], x["reply_id"], x.get("transport")) for x in left] == [("generate", "k2", None),
+                                                                             ("execute", "k1", "nested")]
