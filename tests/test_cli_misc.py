@@ -75,3 +75,16 @@ def test_errors_a_rerun_resolved_are_dropped(tmp_path: Path) -> None:
     left = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
     assert [(x["stage"], x["reply_id"], x.get("transport")) for x in left] == [("generate", "k2", None),
                                                                              ("execute", "k1", "nested")]
+
+
+def test_readme_numbers_match_the_code() -> None:
+    """The README's counts and versions are the code's, not a past run's (issue 21: stale docs)."""
+    from importlib.metadata import version as dist
+
+    from tasks.load import suite
+    from tasks.nearmiss import near_misses
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert f"fixture and {sum(len(near_misses(t)) for t in suite())} near misses fail" in readme
+    assert f"anthropic {'.'.join(dist('anthropic').split('.')[:2])}:" in readme
+    assert "[paths.md](paths.md)" in (Path(__file__).parent.parent / "docs" / "README.md").read_text()
