@@ -13,6 +13,7 @@ import sys
 from typing import NoReturn
 
 import typer
+import typer.main
 
 from tasks.load import TaskFileError, UnknownTaskError
 from transports.registry import UnknownTransportError
@@ -21,6 +22,7 @@ from transports.store import StoreError
 
 from . import cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
 from .cli_app import app
+from .cli_help import tidy
 from .console import BadInput, err, one_line
 
 KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError, StoreError, SandboxError)
@@ -69,7 +71,7 @@ def _usage_error(e: Exception) -> NoReturn:
 def main() -> None:
     try:
         try:
-            code = app(prog_name="quotebench", standalone_mode=False)
+            code = tidy(typer.main.get_command(app))(prog_name="quotebench", standalone_mode=False)
         except BaseExceptionGroup as group:
             inner = _unwrap(group)
             if inner is group:

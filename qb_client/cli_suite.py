@@ -21,7 +21,7 @@ from .console import err, fail, human, make_dirs, out, print_json, safe, safe_te
 
 @tasks_app.command("list")
 def tasks_list(as_json: bool = JSON_OPT, suite_opt: str = SUITE_OPT) -> None:
-    """Every task: id, family, tier, instruction."""
+    """Every task: its id, operation and payload (with --json: id, family, tier, instruction)."""
     apply_suite(suite_opt)
     ts = suite()
     if as_json:

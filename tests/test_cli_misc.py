@@ -79,12 +79,24 @@ def test_errors_a_rerun_resolved_are_dropped(tmp_path: Path) -> None:
 
 def test_readme_numbers_match_the_code() -> None:
     """The README's counts and versions are the code's, not a past run's (issue 21: stale docs)."""
-    from importlib.metadata import version as dist
-
     from tasks.load import suite
     from tasks.nearmiss import near_misses
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert f"fixture and {sum(len(near_misses(t)) for t in suite())} near misses fail" in readme
-    assert f"anthropic {'.'.join(dist('anthropic').split('.')[:2])}:" in readme
     assert "[paths.md](paths.md)" in (Path(__file__).parent.parent / "docs" / "README.md").read_text()
+
+
+def test_tasks_list_help_names_the_columns_it_shows() -> None:
+    r = qb("tasks", "list", "--help")
+    assert "id, operation and payload" in " ".join(r.stdout.split())
+    head = next(line for line in qb("tasks", "list").stdout.splitlines() if "operation" in line)
+    assert "id" in head and "payload" in head
+
+
+def test_help_metavars_read_like_the_command_line() -> None:
+    report = qb("report", "--help").stdout
+    assert "Usage: quotebench report [OPTIONS] RESULTS.jsonl..." in report
+    for wrong in ("<bool>", "<list[Path]>", "<str>", "{RESULTS.jsonl", "<path>"):
+        assert wrong not in report + qb("exec", "--help").stdout + qb("serve", "--help").stdout, wrong
+    assert "[TRANSPORT]" in qb("serve", "--help").stdout
