@@ -52,6 +52,7 @@ from .contracts import PROMPT_VERSION, check_contract
 from .loop import combine
 from .native import NativeExecutor
 from .providers.base import Generation, GenerationRequest, Provider, ProviderError
+from .limits import command_limits
 
 
 @dataclass
@@ -286,7 +287,7 @@ class Campaign:
                 async with native.session(task.id, transport) as run:
                     docs = [await run(c) for c in commands]
                 return combine([_native_record(doc, fields) for doc in docs])
-            return await execute(task, transport, command, **fields)
+            return await execute(task, transport, command, limits=command_limits(), **fields)
 
 
 def task_key(task: Task) -> str:

@@ -27,6 +27,7 @@ from .contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
 from .loop import chain_record, run_chain
 from .native import NativeExecutor
 from .providers.base import GenerationRequest, ProviderError
+from .limits import command_limits
 
 if TYPE_CHECKING:
     from .campaign import Campaign
@@ -112,7 +113,7 @@ async def _chain(c: "Campaign", task: Task, contract: str, draw: int, transport:
 
             result = await run_chain(c.provider, request, run, api=api, ex=ex, reply_text=reply_text)
     else:
-        async with chain(task, transport, **fields) as run:
+        async with chain(task, transport, limits=command_limits(), **fields) as run:
             result = await run_chain(c.provider, request, run, api=api, ex=ex, reply_text=reply_text)
     record = chain_record(result, lambda reason: no_command_record(task, get(transport).name, reason, **fields),
                           {"run_id": c.run_id, "reply_id": cid, "config": config, "contract": contract, "draw": draw})

@@ -13,14 +13,16 @@ import sys
 from typing import NoReturn
 
 import typer
+import typer.main
 
 from tasks.load import TaskFileError, UnknownTaskError
 from transports.registry import UnknownTransportError
 from transports.sandbox import SandboxError
 from transports.store import StoreError
 
-from . import cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
+from . import cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
 from .cli_app import app
+from .cli_help import tidy
 from .console import BadInput, err, one_line
 
 KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError, StoreError, SandboxError)
@@ -45,6 +47,10 @@ def _unwrap(e: BaseException) -> BaseException:
 PARSE_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __import__("click").ClickException
 
 
+GLOBAL_OPTIONS = ("--memory", "--disk", "--ssh-target", "--ssh-key")
+"""The options of :func:`qb_client.cli_app.global_options`: given after a command, they are not its own."""
+
+
 def _usage_error(e: Exception) -> NoReturn:
     """A typer/click parsing error as one line on stderr, naming the option, with where to read more; exit 2.
 
@@ -55,6 +61,9 @@ def _usage_error(e: Exception) -> NoReturn:
     ctx = getattr(e, "ctx", None)
     hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
     text = e.format_message() if hasattr(e, "format_message") else str(e)
+    if (option := getattr(e, "option_name", None)) in GLOBAL_OPTIONS and ctx is not None and ctx.parent is not None:
+        hint = f" ({option} is a global option: give it before the command, quotebench {option} VALUE " \
+               f"{ctx.command_path.partition(' ')[2]} ...)"
     err.print(f"quotebench: error: {one_line(text)}{hint}")
     sys.exit(code)
 
@@ -62,7 +71,7 @@ def _usage_error(e: Exception) -> NoReturn:
 def main() -> None:
     try:
         try:
-            code = app(prog_name="quotebench", standalone_mode=False)
+            code = tidy(typer.main.get_command(app))(prog_name="quotebench", standalone_mode=False)
         except BaseExceptionGroup as group:
             inner = _unwrap(group)
             if inner is group:

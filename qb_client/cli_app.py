@@ -13,7 +13,7 @@ from .console import fail
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=CONTEXT,
                   help="QuoteBench: how command paths damage agents' shell commands, and how models compensate. "
-                       "Output files: the directory an output goes into must exist; nothing is created on the way.")
+                       "Output files and directories: missing directories on the way are created.")
 tasks_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT, help="The 56-task suite.")
 transports_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT, help="The transports a command can take.")
 app.add_typer(tasks_app, name="tasks")
@@ -44,7 +44,7 @@ def global_options(
     ssh_target: Optional[str] = typer.Option(None, "--ssh-target", metavar="USER@HOST:PORT",
                                              help="Send the ssh transport to this sshd instead of the embedded server."),
     ssh_key: Optional[Path] = typer.Option(None, "--ssh-key", help="Private key for --ssh-target."),
-    _version: bool = typer.Option(False, "--version", is_eager=True, expose_value=True, callback=_print_version,
+    _version: bool = typer.Option(False, "--version", "-V", is_eager=True, expose_value=True, callback=_print_version,
                                   help="Print the version and exit."),
     memory: Optional[str] = typer.Option(None, "--memory", metavar="SIZE",
                                          help="Memory cap per sandboxed run (default 1G; also QB_MEMORY)."),

@@ -13,7 +13,7 @@ from .console import err, fail, safe
 @app.command("import-inspect")
 def import_inspect_cmd(
     logs: list[Path] = typer.Argument(..., metavar="LOG...", help="Inspect eval logs of quotebench/quotebench."),
-    out: Path = typer.Option(..., "--out", help="Directory for replies.jsonl and results.jsonl (made if missing)."),
+    out: Path = typer.Option(..., "--out", help="Directory for replies.jsonl and results.jsonl (made with any missing parents)."),
 ) -> None:
     """Turn Inspect eval logs into DIR/replies.jsonl and DIR/results.jsonl, for `quotebench report`."""
     try:

@@ -39,3 +39,17 @@ def apply_userland(value: str) -> str:
     except UserlandError as e:
         fail(f"--userland: {e}")
     return value
+
+
+TIMEOUT_OPT = typer.Option(None, "--timeout", metavar="SECONDS",
+                           help="Wall clock per command in its sandbox (default 10).")
+
+
+def apply_timeout(seconds: float | None, option: str = "--timeout") -> None:
+    """Give every command this process runs ``seconds`` of wall clock (:mod:`qb_client.limits`)."""
+    from .limits import set_command_timeout
+
+    try:
+        set_command_timeout(seconds, option)
+    except ValueError as e:
+        fail(str(e))

@@ -14,8 +14,8 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
-from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import OUTPUT_RULE, check_output_file, err, fail, message, out, print_json, safe, safe_text
+from .cli_options import SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout, apply_userland
+from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- lists
@@ -46,18 +46,13 @@ def effort_list(spec: str) -> list[str]:
 
 
 def check_out_dir(path: Path, option: str = "--out") -> None:
-    """``run --out``: a directory, made here if missing, but only inside a directory that exists (the output
-    rule of the whole CLI); an existing file or an unwritable place is bad input."""
+    """``run --out``: a directory, made here with any missing parents (the output rule of the whole CLI);
+    an existing file or an unwritable place is bad input."""
     shown = safe(str(path))
     if path.exists() and not path.is_dir():
         fail(f"{option} {shown}: exists and is not a directory (a campaign writes replies.jsonl, results.jsonl, "
              "errors.jsonl into it)")
-    if not path.parent.is_dir():
-        fail(f"{option} {shown}: the directory {safe(str(path.parent))} does not exist (create it first)")
-    try:
-        path.mkdir(exist_ok=True)
-    except OSError as e:
-        fail(f"{option} {shown}: cannot create the directory: {e.strerror or e}")
+    make_dirs(option, path)
     for name in ("replies.jsonl", "results.jsonl", "errors.jsonl"):
         f = path / name
         if f.is_dir():
@@ -140,6 +135,7 @@ def replay_cmd(
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
     out_path: Path = typer.Option(..., "--out", help=f"Results JSONL (appended; a rerun completes what is missing). {OUTPUT_RULE}"),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel executions (default: cores)."),
+    timeout: Optional[float] = TIMEOUT_OPT,
     as_json: bool = JSON_OPT,
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
@@ -153,6 +149,7 @@ def replay_cmd(
 
     apply_suite(suite_opt)
     apply_userland(userland)
+    apply_timeout(timeout)
     names = parse_list(transports)
     check_output_file("--out", out_path)
     stored = load_replies(replies)
@@ -209,7 +206,7 @@ def parse_params(text: Optional[str]) -> dict:
 def run_cmd(
     model: str = typer.Option(..., "--model", help="anthropic:MODEL, openai:MODEL, openai-chat:MODEL, replay:FILE, reference or habits."),
     out_dir: Path = typer.Option(..., "--out", help="Campaign directory (replies.jsonl, results.jsonl, errors.jsonl); "
-                                 "made if missing, but its parent directory must exist."),
+                                 "made with any missing parents."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Another endpoint for the provider."),
     contracts: str = typer.Option("raw,native,disclosed", "--contracts", help="Comma-separated: raw, native, disclosed, disclosed-single."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
@@ -223,6 +220,9 @@ def run_cmd(
     api_concurrency: int = typer.Option(4, "--api-concurrency", min=1, help="Parallel API calls."),
     max_tries: int = typer.Option(4, "--max-tries", min=1, help="Attempts per API call (429, 5xx, timeouts are retried)."),
     timeout: float = typer.Option(600.0, "--timeout", min=1, help="Seconds to wait for one API response."),
+    exec_timeout: Optional[float] = typer.Option(None, "--exec-timeout", metavar="SECONDS",
+                                                 help="Wall clock per command in its sandbox (default 10; "
+                                                      "--timeout is the API's)."),
     exec_concurrency: Optional[int] = typer.Option(None, "--exec-concurrency", min=1, help="Parallel executions (default: cores)."),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Run a live model's commands even where no sandbox isolation is available."),
@@ -242,6 +242,7 @@ def run_cmd(
 
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)
+    apply_timeout(exec_timeout, "--exec-timeout")
 
     from transports.sandbox import isolation_refusal
 
@@ -259,6 +260,10 @@ def run_cmd(
     names = parse_list(transports)
     contract_names = contract_list(contracts)
     efforts = effort_list(effort)
+    from .run_checks import check_offline_effort, check_server
+
+    check_server(server, contract_names, names)
+    check_offline_effort(model.split(":", 1)[0].strip(), efforts)
     try:
         providers = [make_provider(model, base_url, e, parse_params(params), retry=RetryPolicy(tries=max_tries),
                                    timeout_s=timeout) for e in efforts]
@@ -289,6 +294,9 @@ def run_cmd(
         for provider in providers:  # one config per effort rung, one after the other
             outcomes.append(anyio.run(Campaign(provider, plan, out_dir, hooks).run))
     seconds = time.perf_counter() - start
+    from .campaign_errors import prune_resolved
+
+    prune_resolved(out_dir)  # errors a rerun resolved are no longer errors
     labels = [p.config.label for p in providers]
     errors = [e for o in outcomes for e in o.errors]
     from .report.load import config_label
@@ -318,11 +326,20 @@ def run_cmd(
 # ---------------------------------------------------------------- demo
 
 
+def demo_html(out_dir: Optional[Path], html: Optional[Path]) -> Path:
+    """Where the demo's page goes: --html, else into --out (the campaign and its page stay together),
+    else the current directory."""
+    if html is not None:
+        return html
+    return (out_dir / "quotebench-report.html") if out_dir is not None else Path("quotebench-report.html")
+
+
 @app.command("demo")
 def demo_cmd(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Keep the campaign here (default: a fresh temporary "
-                                           "directory); made if missing, but its parent directory must exist."),
-    html: Path = typer.Option(Path("quotebench-report.html"), "--html", help=f"Where to write the HTML report. {OUTPUT_RULE}"),
+                                           "directory); made with any missing parents. The HTML report goes into it too, unless --html says otherwise."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Where to write the HTML report (default: "
+                                        f"quotebench-report.html in --out, else in the current directory). {OUTPUT_RULE}"),
     transports: Optional[str] = typer.Option(None, "--transports", help="Transports to replay on (default: raw, "
                                              "nested, ssh, escaped, tempscript, raw@dash, docker-sh, shlex-sh)."),
     suite_opt: str = SUITE_OPT,
@@ -339,9 +356,10 @@ def demo_cmd(
     from .report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports) if transports else TRANSPORTS
-    check_output_file("--html", html)
     if out_dir is not None:
         check_out_dir(out_dir)
+    html = demo_html(out_dir, html)
+    check_output_file("--html", html)
     where = out_dir or Path(tempfile.mkdtemp(prefix="quotebench-demo-"))
     progress, hooks = campaign_progress(len(AGENTS), len(suite()) * len(CONTRACTS), len(names))
     message(f"quotebench demo: agents {', '.join(AGENTS)} x contracts {', '.join(CONTRACTS)} x transports "

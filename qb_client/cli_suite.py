@@ -1,4 +1,4 @@
-"""Commands on the suite and single executions: tasks list/show/check, transports list, exec."""
+"""Commands on the suite: tasks list/show/check/generate, transports list (exec is in cli_exec)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tasks.load import get_task, select, suite
 
 from .cli_app import JSON_OPT, app, tasks_app, transports_app
 from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import err, fail, human, out, print_json, record_table, safe, safe_text
+from .console import err, fail, human, make_dirs, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- tasks
@@ -21,7 +21,7 @@ from .console import err, fail, human, out, print_json, record_table, safe, safe
 
 @tasks_app.command("list")
 def tasks_list(as_json: bool = JSON_OPT, suite_opt: str = SUITE_OPT) -> None:
-    """Every task: id, family, tier, instruction."""
+    """Every task: its id, operation and payload (with --json: id, family, tier, instruction)."""
     apply_suite(suite_opt)
     ts = suite()
     if as_json:
@@ -143,13 +143,14 @@ def tasks_check(as_json: bool = JSON_OPT,
 def tasks_generate(
     seed: str = typer.Option(..., "--seed", help="The secret that draws the split (any text). Keep it private."),
     out_dir: Path = typer.Option(Path("quotebench-private"), "--out",
-                                 help="Directory for the suite (made if missing; its parent must exist; must be "
+                                 help="Directory for the suite (made with any missing parents; must be "
                                       "empty or hold this same suite). The default is in .gitignore."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """A held-out payload split: the same families, fixtures and validators, new payloads from the seed."""
     from tasks.generate import GENERATOR_VERSION, OutputError, write
 
+    make_dirs("--out", out_dir.parent)
     try:
         suite_id = write(seed, out_dir)
     except OutputError as e:
@@ -190,53 +191,3 @@ def transports_list(as_json: bool = JSON_OPT,
     out.print(table)
     out.print("Compose with +, outermost first (json-naive+ssh decodes naive JSON, then sends over ssh); "
               "name a final shell with @ (raw@dash, nested@zsh).")
-
-
-# ---------------------------------------------------------------- exec
-
-
-def read_command_file(path: Path) -> str:
-    """The file verbatim (no stripping); invalid UTF-8 or a NUL byte is bad input."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        fail(f"{path}: cannot read: {e.strerror or e}")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        fail(f"{path}: contains a NUL byte at offset {nul}; no shell argument can carry it")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail(f"{path}: not valid UTF-8 (byte {e.start}: {data[e.start:e.start + 1]!r})")
-
-
-@app.command("exec")
-def exec_cmd(
-    task: str = typer.Option(..., "--task", help="Task id, e.g. file-write/control."),
-    transport: str = typer.Option(..., "--transport", help="Transport name (see `transports list`)."),
-    command: Optional[str] = typer.Option(None, "--command", help="The command R."),
-    command_file: Optional[Path] = typer.Option(None, "--command-file", help="Read R from this file, verbatim."),
-    as_json: bool = JSON_OPT,
-    suite_opt: str = SUITE_OPT,
-    userland: str = USERLAND_OPT,
-) -> None:
-    """One command through one transport in a fresh sandbox of that task; prints one record."""
-    from transports.execute import execute
-    from transports.registry import validate_name
-
-    apply_suite(suite_opt)
-    apply_userland(userland)
-
-    if (command is None) == (command_file is None):
-        fail("give exactly one of --command, --command-file")
-    if command_file is not None:
-        command = read_command_file(command_file)
-    t = get_task(task)
-    validate_name(transport)
-    record = anyio.run(lambda: execute(t, transport, command))
-    doc = record.model_dump(mode="json")
-    if as_json:
-        print_json(doc)
-    else:
-        out.print(record_table(doc))
-    raise typer.Exit(0 if record.verdict.passed else 1)

@@ -9,20 +9,34 @@ import typer
 
 from .cli_app import JSON_OPT, app
 from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import OUTPUT_RULE, check_output_file, err, fail, out, print_json, safe
+from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
 
 
 # ---------------------------------------------------------------- serve
 
 
+def serve_transport(word: Optional[str], option: Optional[str]) -> str:
+    """The transport, given as a word or with --transport (or QB_TRANSPORT); both must agree."""
+    if word is not None and option is not None and word != option:
+        fail(f"serve: the transport is given twice ('{safe(word)}' and --transport/QB_TRANSPORT '{safe(option)}'); "
+             "give it once")
+    return word or option or "raw"
+
+
 @app.command("serve")
 def serve_cmd(
-    transport: str = typer.Option("raw", "--transport", help="Transport every call goes through."),
+    name: Optional[str] = typer.Argument(None, metavar="TRANSPORT",
+                                         help="Transport every call goes through, as a word: `quotebench serve nested` "
+                                              "(for launchers such as the MCP Inspector that take --transport "
+                                              "themselves)."),
+    transport: Optional[str] = typer.Option(None, "--transport", envvar="QB_TRANSPORT", show_envvar=True,
+                                            help="Transport every call goes through (default raw)."),
     task: str = typer.Option("file-write/control", "--task", help="The task whose fixture each session gets."),
     http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     tool_name: str = typer.Option("bash", "--tool-name", help="Name of the shell tool."),
     control: bool = typer.Option(False, "--control", help="Add the qb_ control tools (for harnesses)."),
-    record: Optional[Path] = typer.Option(None, "--record", help="Append one JSON record per call and per session end."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Append one JSON record per call and per session "
+                                          "end. Missing directories are created."),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --http address (needs --token)."),
     token: Optional[str] = typer.Option(None, "--token", envvar="QB_SERVE_TOKEN", help="Require Authorization: Bearer TOKEN."),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
@@ -39,8 +53,11 @@ def serve_cmd(
     from qb_server.app import serve
     from transports.sandbox import isolation_refusal, parse_size
 
+    transport = serve_transport(name, transport)
     apply_suite(suite_opt)
     apply_userland(userland)
+    if record is not None:
+        make_dirs("--record", record.parent)
     try:
         budget = parse_size(host_budget, "--host-budget") if host_budget is not None else None
     except ValueError as e:
@@ -64,6 +81,12 @@ def serve_cmd(
 def report_cmd(
     results: list[Path] = typer.Argument(..., metavar="RESULTS.jsonl...", help="One or more results files."),
     html: Optional[Path] = typer.Option(None, "--html", help=f"Also write one self-contained HTML page. {OUTPUT_RULE}"),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", metavar="FILE",
+                                            help="Write the damaged commands (config, suite, userland, task, contract, "
+                                                 f"transport, passed, command, received) as CSV. {OUTPUT_RULE}"),
+    damaged: Optional[str] = typer.Option(None, "--damaged", metavar="TRANSPORT|all",
+                                          help="List the damaged commands on this transport (task, contract, "
+                                               "transport, command, received) instead of the report."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
@@ -71,7 +94,10 @@ def report_cmd(
 
     if html is not None:
         check_output_file("--html", html)
-    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json))
+    if csv_path is not None:
+        check_output_file("--csv", csv_path)
+    raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json,
+                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged))
 
 
 # ---------------------------------------------------------------- bench

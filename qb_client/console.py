@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 
@@ -113,17 +112,29 @@ def human(value: Any) -> str:
 # ---------------------------------------------------------------- output files
 
 
+def make_dirs(option: str, path: Path) -> None:
+    """The directory rule of the whole CLI: an output's directory is made, with every missing parent
+    (``--out runs/inspect`` when ``runs/`` does not exist yet); a file in the way is bad input."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            fail(f"{option} {safe(str(path))}: {safe(str(p))} exists and is not a directory")
+        if p.exists():
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"{option} {safe(str(path))}: cannot create the directory: {e.strerror or e}")
+
+
 def check_output_file(option: str, path: Path) -> None:
-    """The output-file rule of the whole CLI: an output's parent directory must exist (nothing is created
-    on the way to it, so a typo cannot scatter directories), and the output itself must not be a directory."""
-    parent = path.parent
-    if not parent.is_dir():
-        fail(f"{option} {safe(str(path))}: the directory {safe(str(parent))} does not exist (create it first)")
+    """The output-file rule of the whole CLI: missing directories on the way to an output are made
+    (:func:`make_dirs`), and the output itself must not be a directory."""
     if path.is_dir():
         fail(f"{option} {safe(str(path))}: is a directory (give a file name)")
+    make_dirs(option, path.parent)
 
 
-OUTPUT_RULE = "Its parent directory must exist."
+OUTPUT_RULE = "Missing directories are created."
 
 
 # ---------------------------------------------------------------- printing
@@ -144,38 +155,3 @@ def print_json(doc: Any) -> None:
 def message(text: str, style: str = "") -> None:
     """One message on stderr, its user text made safe."""
     err.print(safe_text(text, style))
-
-
-def _exit_text(rec: dict[str, Any]) -> str:
-    code = rec["exit_code"]
-    text = "none (no shell ran)" if code is None else str(code)
-    return text + ("  (timed out)" if rec["timed_out"] else "")
-
-
-def record_table(rec: dict[str, Any]) -> Table:
-    """A compact human view of one record: texts as they are (escaped), never Python reprs."""
-    t = Table(show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(overflow="fold")
-    verdict = rec["verdict"]
-    t.add_row("task", safe_text(f"{rec['task_id']}  via {rec['transport']}  ({rec.get('isolation') or 'not run'})"))
-    t.add_row("command", safe_text(rec["command"]) if rec["command"] is not None else Text("none", style="dim"))
-    received = rec["received"]
-    got = safe_text(received) if received is not None else Text("none (no shell received a program)", style="dim")
-    t.add_row("received", got + (Text("  (damaged)", style="red") if rec["damaged"] else Text("")))
-    t.add_row("exit", _exit_text(rec))
-    if rec.get("transport_error"):
-        t.add_row("transport error", safe_text(rec["transport_error"], "red"))
-    if rec.get("error"):
-        t.add_row("harness error", safe_text(rec["error"], "red"))
-    for stream in ("stdout", "stderr"):
-        s = rec[stream]
-        if s["text"]:
-            t.add_row(stream, safe_text(s["text"].rstrip("\n")[:500]) + (Text(" [truncated]", style="dim")
-                                                                         if s["truncated"] else Text("")))
-    t.add_row("verdict", Text("PASS", style="bold green") if verdict["passed"] else Text("FAIL", style="bold red"))
-    for c in verdict["checks"]:
-        t.add_row("", safe_text(("ok   " if c["ok"] else "FAIL ") + f"{c['check']}: {c['detail']}",
-                                "green" if c["ok"] else "red"))
-    return t
-

@@ -27,6 +27,7 @@ from qb_server.tools import RECORD_META
 from transports.record import Record
 
 from .contracts import ToolSpec
+from .limits import command_limits
 
 
 class NativeError(RuntimeError):
@@ -64,7 +65,7 @@ class NativeExecutor:
                 await self._connect(self.server_url)
             else:
                 for t in self.transports:
-                    app = build_app(transport=t, control=True)
+                    app = build_app(transport=t, control=True, limits=command_limits())
                     self._apps.append(app)
                     self._clients[t] = await self._stack.enter_async_context(Client(app.mcp))
         except BaseException:

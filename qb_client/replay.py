@@ -46,6 +46,7 @@ from transports.store import JsonlWriter, read_jsonl
 
 from .console import fail
 from .reply_store import Duplicates, no_replies, store_lines, torn_warning, warn
+from .limits import command_limits
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -209,7 +210,7 @@ async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions
                   draw=r.draw, usage=r.usage, generate_ms=r.generate_ms, extra_versions=extra_versions)
     if r.command is None:
         return no_command_record(task, get(transport).name, r.reason or "no command in the reply", **fields)
-    return await execute(task, transport, r.command, **fields)
+    return await execute(task, transport, r.command, limits=command_limits(), **fields)
 
 
 async def replay(replies: list[StoredReply], transports: list[str], out: Path, *,

@@ -41,12 +41,16 @@ def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize("args, expect", [
     (["exec", "--transprot", "raw"],
-     "quotebench: error: No such option: --transprot (Possible options: --transport) (see quotebench exec --help)\n"),
+     "quotebench: error: No such option: --transprot (Possible options: --transport, --transports) "
+     "(see quotebench exec --help)\n"),
+    (["exec", "--memory", "2G", "--transport", "raw"],
+     "quotebench: error: No such option: --memory (--memory is a global option: give it before the command, "
+     "quotebench --memory VALUE exec ...)\n"),
     (["replay", "r.jsonl", "--out", "o.jsonl", "--concurrency", "0"],
      "quotebench: error: Invalid value for '--concurrency': Input should be greater than or equal to 1 "
      "(see quotebench replay --help)\n"),
     (["exec", "--task", "file-write/h1", "--command", "true"],
-     "quotebench: error: Missing option '--transport'. (see quotebench exec --help)\n"),
+     "quotebench: error: give exactly one of --transport NAME, --transports A,B,C\n"),
     (["replay"], "quotebench: error: Missing argument 'REPLIES.jsonl'. (see quotebench replay --help)\n"),
     (["nope"], "quotebench: error: No such command 'nope'. (see quotebench --help)\n"),
     (["tasks", "shwo"], "quotebench: error: No such command 'shwo'. Did you mean 'show'? (see quotebench tasks --help)\n"),
@@ -149,13 +153,14 @@ def test_replay_summary_and_report_escape_labels_from_records(tmp_path: Path) ->
 def test_exec_shows_no_python_reprs() -> None:
     r = qb("exec", "--task", "file-write/control", "--transport", "nested", "--command", "echo 'it''s' \"a b\"")
     got = dict(re.findall(r"^(command|received|exit) +(.*?) *$", r.stdout, re.M))
-    # the texts themselves, not repr()'s quotes and backslashes
-    assert got == {"command": "echo 'it''s' \"a b\"", "received": "echo 'it''s' a  (damaged)", "exit": "0"}, r.stdout
+    # the texts themselves, not repr()'s quotes and backslashes; (damaged) on a line of its own
+    assert got == {"command": "echo 'it''s' \"a b\"", "received": "echo 'it''s' a", "exit": "0"}, r.stdout
+    assert re.search(r"^received .*\n +\(damaged\) *$", r.stdout, re.M), r.stdout
     # a byte that is not UTF-8 cannot be carried by the shell argument: nothing received, no exit code
     bad = subprocess.run([*QB, "exec", "--task", "file-write/control", "--transport", "raw", "--command", b"echo \xff"],
                          capture_output=True, timeout=60)
     got = dict(re.findall(r"^(command|received|exit) +(.*?) *$", bad.stdout.decode(), re.M))
-    assert got == {"command": "echo \\xff", "received": "none (no shell received a program)  (damaged)",
+    assert got == {"command": "echo \\xff", "received": "none (no shell received a program)",
                    "exit": "none (no shell ran)"}, bad.stdout
     assert b"None" not in bad.stdout and b"'echo" not in bad.stdout
 
@@ -180,23 +185,45 @@ def test_tasks_show_reads_like_the_task_not_like_python() -> None:
     (["demo", "--out", "{missing}/campaign"], "--out"),
     (["report", "{results}", "--html", "{missing}/report.html"], "--html"),
 ])
-def test_an_output_goes_only_into_a_directory_that_exists(tmp_path: Path, args: list[str], option: str) -> None:
+def test_a_file_in_the_way_of_an_output_directory_is_one_line(tmp_path: Path, args: list[str], option: str) -> None:
     store = tmp_path / "replies.jsonl"
     store.write_text(json.dumps({"task_id": "file-write/control", "command": "true"}) + "\n")
     results = tmp_path / "results.jsonl"
     results.write_text("")
-    missing = tmp_path / "no" / "such"
+    (tmp_path / "blocker").write_text("")
+    missing = tmp_path / "blocker" / "such"
     argv = [a.format(store=store, missing=missing, results=results) for a in args]
     path = argv[argv.index(option) + 1]
     err = one_line_error(qb(*argv, cwd=tmp_path))
-    assert err == f"quotebench: error: {option} {path}: the directory {Path(path).parent} does not exist (create it first)\n"
-    assert not (tmp_path / "no").exists()
+    assert err.startswith(f"quotebench: error: {option} ") and f"{tmp_path / 'blocker'} exists and is not a directory" in err
+
+
+def test_missing_output_directories_are_made(tmp_path: Path) -> None:
+    """One rule for every output: what is missing on the way is created (issue 21: `--out runs/inspect`)."""
+    store = tmp_path / "replies.jsonl"
+    store.write_text(json.dumps({"task_id": "file-write/control", "command": "true"}) + "\n")
+    r = qb("replay", str(store), "--transports", "raw", "--out", "runs/a/results.jsonl", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "runs/a/results.jsonl").is_file(), r.stderr
+    r = qb("run", "--model", "reference", "--tasks", "file-write/control", "--contracts", "raw", "--transports", "raw",
+           "--out", "runs/b/campaign", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "runs/b/campaign/results.jsonl").is_file(), r.stderr
+    r = qb("report", "runs/a/results.jsonl", "--html", "pages/x/report.html", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "pages/x/report.html").is_file(), r.stderr
+
+
+def test_demo_writes_its_page_into_its_out_directory(tmp_path: Path) -> None:
+    from qb_client.cli_runs import demo_html
+
+    assert demo_html(tmp_path / "d", None) == tmp_path / "d" / "quotebench-report.html"
+    assert demo_html(None, None) == Path("quotebench-report.html")
+    assert demo_html(tmp_path / "d", Path("x.html")) == Path("x.html")
 
 
 def test_help_states_the_output_rule() -> None:
-    assert "Its parent directory must exist." in qb("replay", "--help", columns=300).stdout
-    assert "made if missing, but its parent directory must exist." in qb("run", "--help", columns=300).stdout
-    assert "the directory an output goes into must exist" in qb("--help", columns=300).stdout
+    assert "Missing directories are created." in qb("replay", "--help", columns=300).stdout
+    assert "made with any missing parents." in qb("run", "--help", columns=300).stdout
+    assert "missing directories on the way are created" in qb("--help", columns=300).stdout
+    assert "quotebench-report.html in --out" in qb("demo", "--help", columns=300).stdout
 
 
 # ---------------------------------------------------------------- tables that fit, numbers never cut

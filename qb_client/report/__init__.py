@@ -25,24 +25,36 @@ __all__ = [
 ]
 
 
-def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
+def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_path: str | None = None,
+                   damaged: str | None = None) -> int:
     """Load, compute, print (JSON or tables) to stdout, write the HTML page if asked; the exit code.
 
     Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2),
     an unwritable ``html`` path included: the page is written before anything is printed. Messages (warnings, where the page went) go to stderr, so ``--json`` leaves one document on stdout.
     """
     records = load_records(paths)
+    if csv_path is not None or damaged is not None:
+        from .damaged import check_transport, damaged_rows, render_damaged, write_csv
+
+        if damaged is not None:
+            check_transport(records, damaged)
+        rows = damaged_rows(records, damaged)
+        if csv_path is not None:
+            write_csv(rows, csv_path)
+            print(f"quotebench report: wrote {len(rows)} damaged command(s) to {csv_path}", file=sys.stderr)
+        if damaged is not None:  # the list is the answer asked for: no decomposition
+            if as_json:
+                _print_json(rows)
+            else:
+                from ..console import out
+
+                render_damaged(rows, out, damaged)
+            return 0
     doc = compute(records)
     if html:  # written first: a bad path fails before anything is printed
         write_html(doc, html)
     if as_json:
-        text = json.dumps(doc, ensure_ascii=False, indent=2, allow_nan=False)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a record: keep stdout valid UTF-8
-            text = json.dumps(doc, ensure_ascii=True, indent=2, allow_nan=False)
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        _print_json(doc)
     else:
         from ..console import out  # markup and emoji off; the terminal's width, COLUMNS, or room when piped
 
@@ -50,3 +62,13 @@ def report_command(paths: list[str], html: str | None, as_json: bool) -> int:
     if html:
         print(f"quotebench report: wrote {html}", file=sys.stderr)
     return 0
+
+
+def _print_json(doc: object) -> None:
+    text = json.dumps(doc, ensure_ascii=False, indent=2, allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a record: keep stdout valid UTF-8
+        text = json.dumps(doc, ensure_ascii=True, indent=2, allow_nan=False)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

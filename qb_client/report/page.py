@@ -98,7 +98,14 @@ def _paths(configs: list[dict[str, Any]]) -> str:
             + _td(_e(r["baseline"])) + _stat_td(r["damage"]) for c, r in rows]
     return (_figure(plots.paths_svg(configs), "Bars: damage of each transport or deployment path for raw replies, "
                                               "relative to raw on the same final shell, with family-bootstrap 95% "
-                                              "intervals.") + _table(head, body))
+                                              "intervals.") + _table(head, body) + _baseline_hint(configs))
+
+
+def _baseline_hint(configs: list[dict[str, Any]]) -> str:
+    from .terminal import baseline_hint
+
+    hint = baseline_hint(configs)
+    return f"<p class=\"note\">{_e(hint.plain)}</p>" if hint is not None else ""
 
 
 def _diagnostics(configs: list[dict[str, Any]]) -> str:

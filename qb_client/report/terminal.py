@@ -154,6 +154,23 @@ def _paths(configs: list[dict[str, Any]]) -> Grid | None:
     return g
 
 
+def missing_baselines(configs: list[dict[str, Any]]) -> list[str]:
+    """The baselines (``raw@dash``...) a path's damage needs that no record ran: its damage shows "—"."""
+    return sorted({r["baseline"] for c in configs for r in c.get("paths") or []
+                   if r["damage"] is None and r["rate"] is not None})
+
+
+def baseline_hint(configs: list[dict[str, Any]]) -> Text | None:
+    """How to get the missing baselines: the same replay or run with them added to --transports (the same
+    --out: only what is missing runs)."""
+    missing = missing_baselines(configs)
+    if not missing:
+        return None
+    return Text(f"damage \u2014: the baseline {', '.join(missing)} did not run. Add it: rerun the same replay or run "
+                f"with --transports ...,{','.join(missing)} and the same --out (only the missing executions run).",
+                style="yellow")
+
+
 def _diagnostics(configs: list[dict[str, Any]]) -> Grid:
     g = Grid("Retention, exit codes and damage attribution",
              "retention: of RR passes, % still passing in RN (same task and draw). exit-0 wrong: of failing "
@@ -273,6 +290,8 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
         if part is None:
             continue
         console.print(part.fit(console))
+        if part.title.startswith("Damage by transport") and (hint := baseline_hint(configs)):
+            console.print(hint)
         console.print()
     for part in _ranks(doc):
         console.print(part.fit(console) if isinstance(part, Grid) else part)
