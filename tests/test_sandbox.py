@@ -121,8 +121,12 @@ def test_runaways_end_within_the_limit_and_leave_nothing(isolation: str, require
     assert ex.timed_out and ex.exit_code is None
     ex, _, _ = run("for i in $(seq 30); do sleep 100732 & done; wait", limits, isolation)
     assert ex.timed_out
-    ex, _, _ = run("sleep 100733 & sleep 100733 & echo started", limits, isolation)
+    # background jobs whose output goes elsewhere end with the main process
+    ex, _, _ = run("sleep 100733 >/dev/null 2>&1 & sleep 100733 >/dev/null 2>&1 & echo started", limits, isolation)
     assert not ex.timed_out and ex.stdout.text == "started\n"
+    # one that still holds the output keeps the run going, as ssh would, until the time limit
+    ex, _, _ = run("sleep 100734 & echo started", limits, isolation)
+    assert ex.timed_out and ex.stdout.text == "started\n"
     ex, _, _ = run("yes", limits, isolation)
     assert ex.stdout.truncated
     assert time.monotonic() - start < 8
@@ -241,11 +245,23 @@ def test_private_tmp_has_a_size_limit() -> None:
 def test_a_setsid_escapee_is_killed_even_without_bwrap() -> None:
     async def go():
         with Sandbox.create(None, Limits(timeout_s=3), "none") as box:
-            ex = await box.run(["bash", "-c", "setsid bash -c 'sleep 1.5; echo late > late.txt' & echo started"])
+            ex = await box.run(["bash", "-c", "setsid bash -c 'sleep 1.5; echo late > late.txt' >/dev/null 2>&1 & "
+                                              "echo started"])
             await anyio.sleep(2)
             return ex, (box.workdir / "late.txt").exists()
     ex, late = anyio.run(go)
     assert ex.stdout.text == "started\n" and not late
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_a_background_job_holding_the_output_runs_to_its_end(isolation: str, require) -> None:
+    """``A & B`` as ssh delivers it: the run lasts until the last holder of the output closes it, so the
+    orphaned job runs and what it wrote is recorded (issue 21: 1 of 3,200 NL2Bash executions)."""
+    if isolation == "bwrap":
+        require("bwrap")
+    ex, files, _ = run("(sleep 0.3; echo late; echo x > late.txt) & echo early", Limits(timeout_s=5), isolation)
+    assert not ex.timed_out and ex.exit_code == 0
+    assert ex.stdout.text == "early\nlate\n" and files == ["late.txt"]
 
 
 def test_stdin_bytes_are_fed() -> None:

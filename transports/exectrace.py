@@ -57,7 +57,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.ptrace.restype = ctypes.c_long
@@ -182,6 +182,11 @@ def identity(path: str) -> Identity | None:
 class Tracer:
     """Spawns one launcher argv in its own thread and traces its process tree.
 
+    ``wrapped``: the launcher's last program (inside bwrap) runs the command as a child and then stays,
+    with its output closed, so that bwrap's pid namespace lives on while background jobs still hold the
+    output; the command's first program is then its first child, and the run's exit status is that
+    program's, as the kernel reported it. The wrapper's own later programs are not recorded.
+
     ``input_of``: a test on an exec; the first program it accepts (an interactive shell whose input is
     a terminal) is also stopped at its system calls, and every byte it ``read(2)``s from fd 0 is kept
     in ``trace.input``, read from its memory by the host at the syscall's exit.
@@ -198,12 +203,14 @@ class Tracer:
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
                  watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0,
-                 input_of: Callable[[Exec], bool] | None = None, pass_fds: tuple[int, ...] = ()) -> None:
+                 input_of: Callable[[Exec], bool] | None = None, wrapped: bool = False) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
         self.skip = launcher_execs
         self.input_of = input_of
-        self.pass_fds = pass_fds
+        self.wrapped = wrapped
+        self._wrapper: int | None = None  # the launcher's last program, when it wraps the command (see below)
+        self._root: int | None = None     # the command's first program: its exit ends the run's main part
         self._reader: int | None = None     # its pid: resumed with PTRACE_SYSCALL, every other with PTRACE_CONT
         self._entries: tuple[int, int, int] | None = None  # (nr, fd, buffer) at its last syscall entry
         self.trace = Trace()
@@ -243,6 +250,35 @@ class Tracer:
     def join(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
+    def holds(self, pipes: frozenset[int]) -> bool:
+        """Whether a live process of the command (its first program's descendants, by fork, wherever
+        they were reparented) still holds one of the ``pipes`` (inode numbers) open: read from the
+        kernel's ``/proc/PID/fd`` links, never from anything the command says."""
+        if self._root is None:
+            return False
+        with self._lock:
+            alive = set(self._alive)
+        for pid in alive:
+            if not self._descends(pid):
+                continue
+            try:
+                links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")[:4096]]
+            except OSError:
+                continue
+            if any(link.startswith("pipe:[") and int(link[6:-1]) in pipes for link in links):
+                return True
+        return False
+
+    def _descends(self, pid: int) -> bool:
+        for _ in range(100_000):  # a chain of forks; bounded, never a loop
+            if pid == self._root:
+                return True
+            parent = self.trace.forks.get(pid)
+            if parent is None:
+                return False
+            pid = parent[0]
+        return False
+
     # -- the tracer thread ---------------------------------------------------------------
 
     def _main(self) -> None:
@@ -257,12 +293,19 @@ class Tracer:
         try:
             self._loop()
         finally:
+            self._link_parents()
             self.main_exited.set()
             self._done.set()
 
+    def _link_parents(self) -> None:
+        """A new child can report its exec before its parent reports the fork: name the parents now."""
+        forks = self.trace.forks
+        self.trace.execs = [replace(e, parent=forks[e.pid][0], forked_at=forks[e.pid][1])
+                            if e.parent is None and e.pid in forks else e for e in self.trace.execs]
+
     def _spawn(self) -> None:
         proc = subprocess.Popen(
-            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True, pass_fds=self.pass_fds,
+            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
             stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -285,9 +328,9 @@ class Tracer:
         os.kill(pid, signal.SIGCONT)
 
     def _finish_main(self, status: int) -> None:
-        self.status = status
-        if self.proc is not None:
-            self.proc.returncode = os.waitstatus_to_exitcode(status)  # never reaped again by subprocess
+        """The command's first program (or, if it never started, the launcher) has exited."""
+        if self.status is None:
+            self.status = status
         self.main_exited.set()
 
     def _loop(self) -> None:
@@ -300,7 +343,9 @@ class Tracer:
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 with self._lock:
                     self._alive.discard(pid)
-                if pid == main:
+                if pid == main and self.proc is not None:
+                    self.proc.returncode = os.waitstatus_to_exitcode(status)  # never reaped again by subprocess
+                if pid == self._root or (pid == main and self._root is None):
                     self._finish_main(status)
                 continue
             if not os.WIFSTOPPED(status):
@@ -340,7 +385,13 @@ class Tracer:
         self._seq += 1
         if self.skip > 0:
             self.skip -= 1
+            if self.skip == 0 and self.wrapped:
+                self._wrapper = pid
             return
+        if pid == self._wrapper:
+            return  # the wrapper waiting on, once the command's first program is gone
+        if self._root is None:
+            self._root = pid
         # past the cap only the first program's own pid is followed (an exec in place there is the
         # boundary's candidate), and only MAX_IN_PLACE more times: a flood elsewhere cannot hide the final shell
         if len(self.trace.execs) >= MAX_EXECS and (

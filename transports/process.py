@@ -8,10 +8,14 @@ Why its own module
     clock is measured on the loop against this run alone.
 
 End of a run
-    The run ends when the launcher (the sandbox's main process) exits, or at its
-    timeout; then every process of the run is killed by pid (the tracer knows each
-    one, whatever group it moved to) and through its cgroup, and the tracer thread is
-    joined off the loop once nothing of the run is left.
+    The run ends when the launcher (the sandbox's main process) has exited *and* every
+    holder of its stdout and stderr has closed them, or at its timeout: a background
+    job that still writes to the output (``A & B`` delivered through ``ssh``) runs and is
+    recorded, as ``ssh`` and ``docker exec`` wait for the channel's last writer. Then every
+    process of the run is killed by pid (the tracer knows each one, whatever group it
+    moved to) and through its cgroup, and the tracer thread is joined off the loop once
+    nothing of the run is left. A background job whose output goes elsewhere is killed
+    when the main process exits.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import anyio
 from .exectrace import Exec, Identity, Trace, Tracer
 
 Stdin = bytes | AsyncIterator[bytes] | None
+HOLDER_POLL_S = 0.01  # how often a run whose main process is gone checks who still holds its output
 _threads = anyio.CapacityLimiter(4096)  # one waiting thread per live run: never the default pool's 40
 
 
@@ -57,12 +62,13 @@ class TooLong(OSError):
 
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
-                     on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None) -> Outcome:
+                     on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None,
+                     wrapped: bool = False) -> Outcome:
     """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup).
 
     Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
     tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
-                    input_of=input_of)
+                    input_of=input_of, wrapped=wrapped)
     start = time.perf_counter()
     try:
         # shielded: a cancellation landing after the thread started the run would lose the process
@@ -72,6 +78,7 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
         if e.errno == errno.E2BIG:
             raise TooLong(e.errno, e.strerror) from None
         raise
+    pipes = frozenset(os.fstat(p.fileno()).st_ino for p in (proc.stdout, proc.stderr) if p is not None)
     notify_r, notify_w = os.pipe()
     os.set_blocking(notify_r, False)
 
@@ -89,11 +96,16 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
                         tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
-                        if stdin is not None:
-                            tg.start_soon(_feed, proc.stdin, stdin)
-                        await anyio.wait_readable(notify_r)
-                        # the main process is gone: stray children must not keep the pipes open
-                        tracer.kill_all()
+                        async with anyio.create_task_group() as feeding:
+                            if stdin is not None:
+                                feeding.start_soon(_feed, proc.stdin, stdin)
+                            await anyio.wait_readable(notify_r)
+                            feeding.cancel_scope.cancel()  # nobody reads stdin once the main process is gone
+                        # the main process is gone; the run goes on until no process of the command holds its
+                        # output any more, as ssh and docker exec wait for the last writer, up to the time limit
+                        while tracer.holds(pipes):
+                            await anyio.sleep(HOLDER_POLL_S)
+                        tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
                         on_end()
                 timed_out = scope.cancelled_caught
             finally:  # also on a cancellation from outside: wait_main can only return once all is killed

@@ -108,6 +108,9 @@ FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under 
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
+WRAPPER = '"$@"; exec <&- >&- 2>&- sleep 2147483647'
+"""Inside bwrap: run the command as a child, then stay with the output closed, so that the pid namespace (which
+ends with its first process) lives on while a background job still holds the output; the host ends the run."""
 LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-", "qb-bwrap-")
 Isolation = Literal["bwrap", "none"]
 
@@ -541,8 +544,8 @@ class Sandbox:
             ro.append((b, str(b)) if isinstance(b, Path) else (b[0], b[1]))
         for host, inside in ro:  # a source the dropped uid cannot reach is bound through a host bind mount
             iso += ["--ro-bind", hostuid.reachable_path(host), inside]
-        iso += ["--chdir", self.inside(cwd or self.workdir), "--"]
-        return prefix + iso + argv, stages + 1
+        iso += ["--chdir", self.inside(cwd or self.workdir), "--", "/bin/sh", "-c", WRAPPER, "qb-run"]
+        return prefix + iso + argv, stages + 2
 
     # -- running -------------------------------------------------------------
 
@@ -570,7 +573,8 @@ class Sandbox:
             outcome = await run_traced(
                 full, env=self.env(env), cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
                 output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
-                launcher_execs=stages, on_end=lambda: cgroups.kill_all(group), input_of=input_of)
+                launcher_execs=stages, on_end=lambda: cgroups.kill_all(group), input_of=input_of,
+                wrapped=self.isolation == "bwrap")
         except TooLong:
             cgroups.remove(group)
             raise ArgumentTooLong("the program is longer than the kernel allows for one argument "

@@ -183,6 +183,13 @@ class Endpoint:
         else:
             host, port, user = self.remote.host, self.remote.port, self.remote.user
             self.key_path = Path(self.remote.key) if self.remote.key else None
+            if self.key_path is not None and self.uid is not None:
+                # the master runs as the sandbox's uid: it reads its own copy of the key, never the user's file
+                copy = self.root / "id_remote"
+                copy.write_bytes(self.key_path.read_bytes())
+                copy.chmod(0o600)
+                os.chown(copy, self.uid, self.uid)
+                self.key_path = copy
             self.known_hosts.write_text("")
         self.host, self.port, self.user = host, port, user
         self.config_path.write_text(self._openssh_config())
