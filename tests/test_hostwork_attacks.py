@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -170,9 +171,9 @@ async def test_idle_sessions_cannot_hold_the_host_budget(tmp_path: Path, http_se
         await anyio.sleep(1.5)  # all three are now idle for longer than --reclaim-idle
         r = await _call(client, "echo hello world > out.txt", "newcomer")
         assert not r.is_error, r.content[0].text
-    ends = {e["reply_id"].split("-")[2]: e for e in _ends(record)}
-    assert ends["a"]["error"] == "session-end: reclaimed" and ends["a"]["verdict"]["passed"]
-    assert set(ends) == {"a"}  # only the least recently used one
+    ends = {re.match(r"mcp-meta-(.+)-[0-9a-f]{8}-session-end", e["reply_id"]).group(1): e for e in _ends(record)}
+    assert set(ends) == {"idle-a"}  # only the least recently used one
+    assert ends["idle-a"]["error"] == "session-end: reclaimed" and ends["idle-a"]["verdict"]["passed"]
     assert server.stop() == 0
 
 
