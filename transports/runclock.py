@@ -34,6 +34,9 @@ from collections.abc import Callable
 
 POLL_S = 0.01
 """The fallback's polling interval, where no pidfd can be opened."""
+BACKSTOP_S = 30.0
+"""How long past the limit the caller's own (event-loop) deadline may wait, as a backstop only: the clock
+kills at the limit, and a loop stalled by other work must not cut a run's output short."""
 
 
 class RunClock:
