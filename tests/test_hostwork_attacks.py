@@ -59,12 +59,12 @@ async def test_a_slow_yaml_reply_does_not_time_out_the_run_beside_it() -> None:
     records: dict[str, Any] = {}
 
     async def innocent() -> None:
-        records["innocent"] = await execute(task, "gha-run", "sleep 0.5; echo hello world > out.txt",
-                                            limits=Limits(timeout_s=2.0))
+        records["innocent"] = await execute(task, "gha-run", "sleep 1; echo hello world > out.txt",
+                                            limits=Limits(timeout_s=2.5))
 
     async def hostile() -> None:
-        await anyio.sleep(0.2)  # the innocent command is running by now
-        records["hostile"] = await execute(task, "gha-run", slow_yaml_reply(), limits=Limits(timeout_s=2.0))
+        await anyio.sleep(0.5)  # the innocent command is running by now; the parse takes 4 s on an idle core
+        records["hostile"] = await execute(task, "gha-run", slow_yaml_reply(), limits=Limits(timeout_s=2.5))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(innocent)
