@@ -262,7 +262,7 @@ class Campaign:
                                "transport": transport, "draw": stored.get("draw", 0),
                                "reply_id": stored.get("reply_id"), "error": _describe(e)})
             return
-        res.write(record)
+        await anyio.to_thread.run_sync(res.write, record)  # fsynced: never on the loop timing the runs
         self.outcome.executed += 1
         self.progress.on_executed(record)
 

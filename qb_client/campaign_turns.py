@@ -78,7 +78,7 @@ async def run_chains(c: "Campaign") -> None:
                 except Exception as e:  # noqa: BLE001 - one broken chain must not abort the campaign
                     c._error(errw, {**where, "error": _describe(e)})
                     return
-                res.write(record)  # the whole chain, in one line
+                await anyio.to_thread.run_sync(res.write, record)  # the whole chain, in one line; fsynced off the loop
                 c.outcome.generated += len(record.turns or [])
                 c.outcome.executed += 1
                 c.progress.on_executed(record)

@@ -40,6 +40,9 @@ def serve_cmd(
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --http address (needs --token)."),
     token: Optional[str] = typer.Option(None, "--token", envvar="QB_SERVE_TOKEN", help="Require Authorization: Bearer TOKEN."),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="End sessions idle this long (seconds)."),
+    reclaim_idle: float = typer.Option(60.0, "--reclaim-idle",
+                                       help="When a new session does not fit, end the least recently used "
+                                            "session idle this long (seconds)."),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Serve even where no sandbox isolation is available."),
     host_budget: Optional[str] = typer.Option(None, "--host-budget", metavar="SIZE",
@@ -69,7 +72,7 @@ def serve_cmd(
     try:
         serve(transport=transport, task=task, http=http, tool_name=tool_name, control=control,
               record=str(record) if record else None, allow_remote=allow_remote, token=token or None,
-              idle_timeout=idle_timeout, host_budget=budget)
+              idle_timeout=idle_timeout, host_budget=budget, reclaim_idle=reclaim_idle)
     except ValueError as e:
         fail(str(e))
 

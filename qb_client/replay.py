@@ -231,7 +231,7 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
                     record = await replay_one(r, t, run_id, extra)
                 except Exception as e:  # noqa: BLE001 - one execution must never abort the replay
                     record = error_record(r, t, run_id, extra, e)
-            writer.write(record)
+            await anyio.to_thread.run_sync(writer.write, record)  # fsynced: never on the loop timing the runs
             if on_record:
                 on_record(record)
 

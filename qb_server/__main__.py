@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from .config import DEFAULT_IDLE_S, DEFAULT_TASK
+from .config import DEFAULT_IDLE_S, DEFAULT_RECLAIM_S, DEFAULT_TASK
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,6 +25,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http address (needs --token)")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN (default: $QB_SERVE_TOKEN)")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S, help="end sessions idle this long (s)")
+    p.add_argument("--reclaim-idle", type=float, default=DEFAULT_RECLAIM_S,
+                   help="when a new session does not fit, end the least recently used session idle this long "
+                        f"(s, default {DEFAULT_RECLAIM_S:g})")
     p.add_argument("--allow-no-isolation", action="store_true",
                    help="serve even where no sandbox isolation (bubblewrap) is available")
     p.add_argument("--timeout", type=float, default=None,
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,
               control=args.control, record=args.record, allow_remote=args.allow_remote,
               token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout,
-              timeout=args.timeout, host_budget=host_budget)
+              timeout=args.timeout, host_budget=host_budget, reclaim_idle=args.reclaim_idle)
     except ValueError as e:
         print(f"quotebench serve: {e}", file=sys.stderr)
         return 2

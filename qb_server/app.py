@@ -26,7 +26,7 @@ from transports.record import Record
 from transports.sandbox import Limits
 
 from .config import (
-    DEFAULT_IDLE_S, DEFAULT_TASK, HOST_GRACE_S, ServerConfig, check_idle, check_record, check_timeout, check_tool_name, resolve_task,
+    DEFAULT_IDLE_S, DEFAULT_RECLAIM_S, DEFAULT_TASK, HOST_GRACE_S, ServerConfig, check_idle, check_record, check_timeout, check_tool_name, resolve_task,
     resolve_transport,
 )
 from .sessions import Serving, SessionKey, SessionManager, key_for
@@ -40,6 +40,7 @@ class QBServer:
     def __init__(self, config: ServerConfig, serving: Serving = "inproc") -> None:
         check_tool_name(config.tool_name)
         check_idle(config.idle_timeout_s)
+        check_idle(config.reclaim_idle_s, "--reclaim-idle")
         self.transport = resolve_transport(config.transport)
         self.task = resolve_task(config.task)
         check_record(config.record)
@@ -96,7 +97,8 @@ class QBServer:
 def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: str = "bash",
               control: bool = False, record: str | Path | None = None, idle_timeout: float = DEFAULT_IDLE_S,
               limits: Limits | None = None, run_id: str | None = None, serving: Serving = "inproc",
-              host_grace: float = HOST_GRACE_S, host_budget: int | None = None) -> QBServer:
+              host_grace: float = HOST_GRACE_S, host_budget: int | None = None,
+              reclaim_idle: float = DEFAULT_RECLAIM_S) -> QBServer:
     """Check the options (a bad one is a one-line ``ValueError``) and build the server.
 
     transport: registry name (composed names allowed); task: task id; tool_name: the shell tool's
@@ -104,11 +106,12 @@ def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: st
     idle_timeout: seconds after which an unused session is ended; limits: sandbox limits; host_grace:
     seconds a call's host work may take beyond the command's time limit before it is abandoned as a
     harness error (see :mod:`qb_server.worker`); host_budget: bytes all sandboxes together may ask of the
-    host (:mod:`qb_server.budget`; None: none, for a caller that bounds its sessions itself).
+    host (:mod:`qb_server.budget`; None: none, for a caller that bounds its sessions itself); reclaim_idle:
+    seconds after which an idle session may be ended to make room for a new one (least recently used first).
     """
     config = ServerConfig(transport=transport, task=task, tool_name=tool_name, control=control, record=record,
                           idle_timeout_s=idle_timeout, limits=limits or Limits(), host_grace_s=host_grace,
-                          host_budget=host_budget)
+                          host_budget=host_budget, reclaim_idle_s=reclaim_idle)
     if run_id:
         config.run_id = run_id
     return QBServer(config, serving)
@@ -127,12 +130,13 @@ def build_server(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name:
 def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = None, tool_name: str = "bash",
           control: bool = False, record: str | Path | None = None, allow_remote: bool = False,
           token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S, timeout: float | None = None,
-          host_budget: int | None = None) -> None:
+          host_budget: int | None = None, reclaim_idle: float = DEFAULT_RECLAIM_S) -> None:
     """Serve until stopped: stdio by default, streamable HTTP on ``http="HOST:PORT"`` (path ``/mcp``).
 
     HTTP listens on loopback only, unless ``allow_remote`` and a bearer ``token`` are both given;
     with a token every request must carry ``Authorization: Bearer <token>``. ``timeout``: one command's
-    wall-clock limit in seconds (default: the sandbox's, 10); ``host_budget``: see :func:`build_app`. Every
+    wall-clock limit in seconds (default: the sandbox's, 10); ``host_budget``, ``reclaim_idle``: see
+    :func:`build_app`. Every
     option is checked (``ValueError`` with a one-line message) before anything is served.
     """
     from .budget import default_budget
@@ -142,7 +146,7 @@ def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = N
     limits = Limits(timeout_s=check_timeout(timeout)) if timeout is not None else None
     app = build_app(transport, task, tool_name=tool_name, control=control, record=record,
                     idle_timeout=idle_timeout, limits=limits, serving="http" if bind else "stdio",
-                    host_budget=host_budget or default_budget())
+                    host_budget=host_budget or default_budget(), reclaim_idle=reclaim_idle)
     if bind is None:
         anyio.run(_serve_stdio, app)
     else:

@@ -112,8 +112,9 @@ class HostBudget:
             raise SessionError(
                 f"the server's host budget is full: {self.sandboxes} open sandboxes of {size_text(self.disk)} "
                 f"(--disk) and {self.running} running commands of {self.memory_text} within "
-                f"{size_text(self.total)} (--host-budget); end a session first, or restart the server with a "
-                f"larger --host-budget or smaller caps")
+                f"{size_text(self.total)} (--host-budget), none idle long enough to be reclaimed (--reclaim-idle); "
+                f"end a session first, try again later, or restart the server with a larger --host-budget or "
+                f"smaller caps")
         self.sandboxes += 1
 
     def give_sandbox(self) -> None:

@@ -22,6 +22,10 @@ from transports.sandbox import Limits
 
 DEFAULT_TASK = "file-write/control"
 DEFAULT_IDLE_S = 1800.0
+DEFAULT_RECLAIM_S = 60.0
+"""A session idle this long may be ended to make room for a new one when the host budget (or the session
+table) is full: idle sessions must not hold the server (three idle clients locked every other one out
+until ``DEFAULT_IDLE_S``). Long enough for a model's turn between two calls."""
 MAX_SESSIONS = 512
 """Open sessions at once; each holds a sandbox directory, and a client could mint ``_meta`` ids at will."""
 HOST_GRACE_S = 10.0
@@ -52,6 +56,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     run_id: str = field(default_factory=new_id)
     host_grace_s: float = HOST_GRACE_S
+    reclaim_idle_s: float = DEFAULT_RECLAIM_S
+    """A session idle at least this long is ended (``session-end: reclaimed``), least recently used first,
+    when a new sandbox does not fit; see :meth:`qb_server.sessions.SessionManager.reclaim`."""
     host_budget: int | None = None
     """Bytes all sandboxes together may ask of the host (:mod:`qb_server.budget`). None: no budget, for an
     in-process server whose caller bounds its sessions (a campaign's workers); :func:`qb_server.app.serve`,
@@ -115,7 +122,7 @@ def check_timeout(seconds: float) -> float:
     return float(seconds)
 
 
-def check_idle(seconds: float) -> float:
+def check_idle(seconds: float, option: str = "--idle-timeout") -> float:
     if not seconds > 0:
-        raise ValueError(f"--idle-timeout must be a positive number of seconds, not {seconds}")
+        raise ValueError(f"{option} must be a positive number of seconds, not {seconds}")
     return float(seconds)

@@ -4,7 +4,9 @@ How a request is given its session key is in :mod:`qb_server.keys`.
 
 Ends
     A session ends when its (legacy) connection ends, when it is idle for
-    longer than the idle limit, when a control tool ends it, or when the server
+    longer than the idle limit, when it is idle for at least ``--reclaim-idle``
+    and a new session needs its room (``reclaimed``, least recently used first:
+    see :meth:`SessionManager.reclaim`), when a control tool ends it, or when the server
     stops (then by ``shutdown``, even where the stop closes its connection); an
     anonymous one after its call. Ending validates the final state,
     records that verdict (``error="session-end: <reason>"``, ``reply_id``
@@ -51,7 +53,7 @@ from tasks.schema import Task
 from tasks.validate import Verdict, validate
 from transports.base import Delivery, Transport
 from transports.execute import build_record, verdict_for
-from transports.record import ConfigInfo, Record
+from transports.record import ConfigInfo, Record, capped
 from transports.sandbox import Sandbox
 from transports.store import JsonlWriter
 
@@ -160,6 +162,8 @@ class SessionManager:
             if session is None:
                 if len(self.sessions) >= MAX_SESSIONS:
                     await self.sweep()
+                    while len(self.sessions) >= MAX_SESSIONS and await self.reclaim(with_sandbox=False):
+                        pass
                     if len(self.sessions) >= MAX_SESSIONS:
                         raise SessionError(f"too many open sessions ({MAX_SESSIONS}); end one first")
                 session = self.sessions[key.id] = Session(key, self.task)
@@ -178,7 +182,9 @@ class SessionManager:
             if (n := stuck()) >= MAX_STUCK:
                 raise SessionError(f"the server carries {n} blocked host operations; restart it")
             if not self.budget.fits_sandbox():
-                await self.sweep()  # idle sessions give their share back first
+                await self.sweep()  # sessions past the idle limit give their share back first
+                while not self.budget.fits_sandbox() and await self.reclaim():
+                    pass
             self.budget.take_sandbox()
             try:
                 session.sandbox = await session.worker().call(
@@ -248,13 +254,14 @@ class SessionManager:
 
     def _record(self, session: Session, command: str | None, delivery: Delivery, verdict: Verdict, suffix: str,
                 error: str | None = None) -> Record:
-        return build_record(
+        """The record of a call or an end, every stored field capped (:func:`transports.record.capped`)."""
+        return capped(build_record(
             session.task, self.transport.name, command, delivery, verdict,
             reply=command or "", run_id=self.config.run_id,
             reply_id=f"mcp-{session.key.label}-{session.uid}-{suffix}",
             config=ConfigInfo(provider="mcp", model=session.client), contract="native",
             extra_versions=self._versions, error=error,
-        )
+        ))
 
     async def _failed_call(self, session: Session, command: str, what: str) -> Record:
         """Record a call the harness failed, then end its sandbox: its state is unknown, the next call starts fresh."""
@@ -349,6 +356,26 @@ class SessionManager:
         for session in list(self.sessions.values()):
             if now - session.last_used > limit and not session.lock.locked():
                 await self.close(session.key, "idle")
+
+    async def reclaim(self, *, with_sandbox: bool = True) -> bool:
+        """End the least recently used session idle for at least ``reclaim_idle_s`` (reason ``reclaimed``:
+        judged and recorded like any end) to make room for a new one; False when none is that idle.
+
+        Why: the host budget and the session table are shared by every client, and an idle session holds
+        its share until the idle limit (30 minutes by default), so a few quiet clients locked every other
+        one out. A session in a call is never taken, nor one used within ``reclaim_idle_s``. Client
+        identities are not authenticated (a client mints ``_meta`` ids at will), so a bound per client
+        would not hold; this one does."""
+        now = time.monotonic()
+        idle = [s for s in self.sessions.values()
+                if not s.lock.locked() and now - s.last_used >= self.config.reclaim_idle_s
+                and (s.sandbox is not None or not with_sandbox)]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda s: s.last_used)
+        self._note(victim, f"reclaimed after {now - victim.last_used:.0f} s idle to make room for a new session")
+        await self.close(victim.key, "reclaimed")
+        return True
 
     async def close_all(self, reason: str = "shutdown") -> None:
         """End every session, all at once; from now on no request gets one (so none is left unrecorded)."""

@@ -9,11 +9,21 @@ Why cgroups
 
 Layout
     ``<root>/quotebench-<pid>/sandbox-<n>/run-<m>``: a parent per harness process,
-    a group per sandbox (``pids.max``: the sandbox's processes, all runs together),
-    and a group per run (the memory limit, and what is killed and emptied when the
-    run ends: the ``ssh`` transport's local and remote runs share a sandbox and
-    overlap in time). The limit wrapper writes its own pid into the run group's
+    a group per sandbox holding both limits for everything the sandbox runs, all
+    runs together (``pids.max`` and the memory limit: the ``ssh`` transport's local
+    run and the embedded server's runs for it, and any runs a reply starts at once,
+    share one cap; a cap per run let three concurrent remote runs of one sandbox
+    hold three times it), and a group per run under it, without limits of its own:
+    what is killed and emptied when that run ends, and where its OOM kills are
+    counted. The limit wrapper writes its own pid into the run group's
     ``cgroup.procs`` before it execs bwrap, so the very first fork already counts.
+
+Refused forks
+    cgroup v1 counts a fork refused at a sandbox's ``pids.max`` in the
+    ``pids.events`` of the *forking task's* group, a run group, not in the
+    sandbox's (so reading the sandbox's alone said ``limit_hit: null``).
+    :func:`pid_limit_hits` counts the sandbox's whole subtree, run groups already
+    removed included (their count is kept when they go).
 
 Machines differ (``mechanisms()`` says what applied, and records carry it)
     * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine):
@@ -33,6 +43,7 @@ import atexit
 import itertools
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +102,8 @@ def _detect() -> None:
             except OSError:
                 continue
             parents[c] = root / f"quotebench-{pid}"
+            if c == "memory":  # children inherit it: a run's pages count against its sandbox's limit
+                _try_write(parents[c] / "memory.use_hierarchy", "1")
         if parents:
             _State.version, _State.parents = "cgroup-v1", parents
             for p in parents.values():
@@ -132,8 +145,9 @@ def available() -> Group | None:
     return Group(dict(parents)) if parents else None
 
 
-def new_group(max_pids: int) -> Group | None:
-    """A sandbox's group, allowing ``max_pids`` processes; None when there is no cgroup at all."""
+def new_group(max_pids: int, memory: int | None = None) -> Group | None:
+    """A sandbox's group, allowing ``max_pids`` processes and, given ``memory``, that many bytes (swap
+    included) for all its runs together; None when there is no cgroup at all."""
     parents = _parents()
     if not parents:
         return None
@@ -147,29 +161,45 @@ def new_group(max_pids: int) -> Group | None:
                 (d / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in dirs))
         if "pids" in dirs:
             (dirs["pids"] / "pids.max").write_text(str(max_pids))
+        if memory is not None:
+            _limit_memory(group, memory)
     except OSError:
         remove(group)
         return None
     return group
 
 
-def child(group: Group | None, memory: int) -> Group | None:
-    """A run's group under the sandbox's, with a memory limit of ``memory`` bytes (swap included)."""
+def _limit_memory(group: Group, memory: int) -> None:
+    """The memory limit of a sandbox's group (once: every later run of the sandbox shares it)."""
+    mem = group.dirs.get("memory")
+    if mem is None or mem in _memory_limited:
+        return
+    if _State.version == "cgroup-v2":
+        (mem / "memory.max").write_text(str(memory))
+        _try_write(mem / "memory.swap.max", "0")
+    else:
+        (mem / "memory.limit_in_bytes").write_text(str(memory))
+        _try_write(mem / "memory.memsw.limit_in_bytes", str(memory))
+    _memory_limited.add(mem)
+
+
+_memory_limited: set[Path] = set()
+"""Sandbox memory groups whose limit is set (a set, not a file read per run)."""
+
+
+def child(group: Group | None, memory: int | None = None) -> Group | None:
+    """A run's group under the sandbox's ``group``, with no limit of its own: the sandbox's limits hold
+    every run at once. ``memory``: the sandbox's memory limit, set on ``group`` if :func:`new_group` was
+    not given it (the first run sets it; later ones share it)."""
     if group is None:
         return None
     name = f"run-{next(_counter)}"
     sub = Group({c: d / name for c, d in group.dirs.items()})
     try:
+        if memory is not None:
+            _limit_memory(group, memory)
         for d in sub.unique():
             d.mkdir()
-        mem = sub.dirs.get("memory")
-        if mem is not None:
-            if _State.version == "cgroup-v2":
-                (mem / "memory.max").write_text(str(memory))
-                _try_write(mem / "memory.swap.max", "0")
-            else:
-                (mem / "memory.limit_in_bytes").write_text(str(memory))
-                _try_write(mem / "memory.memsw.limit_in_bytes", str(memory))
     except OSError:
         remove(sub)
         return None
@@ -204,9 +234,30 @@ def oom_killed(group: Group | None) -> bool:
 
 
 def pid_limit_hits(group: Group | None) -> int:
-    """How often a fork was refused at the (sandbox) group's ``pids.max`` so far; compare before and after a run."""
+    """How often a fork was refused in the (sandbox) group or any group under it so far, removed run groups
+    included; compare before and after a run. Never decreases while the group lives (see "Refused forks")."""
     pids = group.dirs.get("pids") if group is not None else None
-    return _counter_in(pids / "pids.events", "max") if pids is not None else 0
+    if pids is None:
+        return 0
+    with _hits_lock:
+        return _subtree_hits(pids) + _removed_hits.get(pids, 0)
+
+
+def _subtree_hits(top: Path) -> int:
+    total, stack = 0, [top]
+    while stack:
+        d = stack.pop()
+        total += _counter_in(d / "pids.events", "max")
+        try:
+            stack.extend(c for c in d.iterdir() if c.is_dir())
+        except OSError:
+            pass
+    return total
+
+
+_hits_lock = threading.Lock()
+_removed_hits: dict[Path, int] = {}
+"""Refused forks counted in run groups already removed, by the pids directory of their sandbox."""
 
 
 def kill_all(group: Group | None) -> None:
@@ -230,8 +281,18 @@ def remove(group: Group | None) -> None:
     a group that will not go is left, never waited on long. Never raises."""
     if group is None:
         return
-    for d in group.unique():
-        _remove_dir(d)
+    pids = group.dirs.get("pids")
+    with _hits_lock:  # a run group's refused forks move to its sandbox's tally as the group goes
+        hits = _subtree_hits(pids) if pids is not None else 0
+        for d in group.unique():
+            _remove_dir(d)
+        if pids is not None:
+            _removed_hits.pop(pids, None)
+            if hits and not pids.exists():
+                _removed_hits[pids.parent] = _removed_hits.get(pids.parent, 0) + hits
+    mem = group.dirs.get("memory")
+    if mem is not None and not mem.exists():
+        _memory_limited.discard(mem)
 
 
 def _remove_dir(top: Path) -> None:

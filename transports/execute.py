@@ -2,6 +2,14 @@
 
 This is the single execution path shared by ``quotebench exec``, replay,
 campaigns and the MCP server, so every record is made the same way.
+
+Host work off the loop
+    Several executions share one event loop (``replay --concurrency N``, a campaign's
+    workers), and that loop also times their commands. So the host-side steps that
+    can take long run in worker threads: building the sandbox (the fixture, perhaps a
+    git repository, the tmpfs), and the verdict (the validator reads a tree the command
+    made). A path's own parsing is off the loop too (the gha paths' YAML:
+    :mod:`transports.paths.yaml_worker`).
 """
 
 from __future__ import annotations
@@ -72,10 +80,16 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
                   **record_fields: Any) -> Record:
     """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
     t = get(transport) if isinstance(transport, str) else transport
-    with Sandbox.create(task, limits) as box:
+    with await _create(task, limits) as box:
         delivery = await t.deliver(command, box)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
     return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+
+
+async def _create(task: Task, limits: Limits | None) -> Sandbox:
+    """``Sandbox.create`` in a worker thread: a fixture with a git repository takes long enough to delay
+    the clocks of the other runs on this loop."""
+    return await anyio.to_thread.run_sync(Sandbox.create, task, limits)
 
 
 @asynccontextmanager
@@ -85,7 +99,7 @@ async def chain(task: Task, transport: Transport | str, *, limits: Limits | None
     commands): each call of the yielded function runs one command through ``transport`` in it and returns
     its record, judged on the state after it. The sandbox ends when the block does."""
     t = get(transport) if isinstance(transport, str) else transport
-    with Sandbox.create(task, limits) as box:
+    with await _create(task, limits) as box:
         async def run(command: str) -> Record:
             delivery = await t.deliver(command, box)
             verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)

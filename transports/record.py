@@ -121,6 +121,41 @@ class Record(BaseModel):
     turns: list[Turn] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The multi-turn arm (``run --turns K``, K > 1): the whole chain. The top-level fields describe the last
     turn that ran a command, and the verdict the final state."""
+    truncated: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The fields :func:`capped` cut to their cap, in record order (``reply``, ``command``, ``received``,
+    ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``); absent when none was."""
+
+
+FIELD_CAP = 64 * 1024
+"""The most characters a stored text field keeps where records are capped (:func:`capped`): ``reply``,
+``command``, ``received``, ``stdout``, ``stderr``. The same as the sandbox's output cap, so the output of
+a run is never cut again."""
+NOTE_CAP = 2000
+"""The most characters of a one-line note kept: ``received_note``, ``transport_error``, ``error``."""
+_CAPS = (("reply", FIELD_CAP), ("command", FIELD_CAP), ("received", FIELD_CAP), ("received_note", NOTE_CAP),
+         ("stdout", FIELD_CAP), ("stderr", FIELD_CAP), ("transport_error", NOTE_CAP), ("error", NOTE_CAP))
+
+
+def capped(record: Record) -> Record:
+    """``record`` with every stored text field cut to its cap, the cut ones named in ``truncated``.
+
+    Why: ``quotebench serve`` appends a record per call, and a client sends what it likes: a 3 MiB command
+    was stored twice (reply and command) on every call, 6 MB of record file each. Judge first, cap after:
+    ``damaged`` and the verdict are computed on the full text. A cut output is also ``truncated`` there."""
+    update: dict[str, object] = {}
+    cut: list[str] = []
+    for name, cap in _CAPS:
+        value = getattr(record, name)
+        if isinstance(value, Output):
+            if len(value.text) > cap:
+                update[name] = Output(text=value.text[:cap], truncated=True)
+                cut.append(name)
+        elif isinstance(value, str) and len(value) > cap:
+            update[name] = value[:cap]
+            cut.append(name)
+    if not cut:
+        return record
+    return record.model_copy(update={**update, "truncated": [*(record.truncated or []), *cut]})
 
 
 def new_id() -> str:

@@ -23,8 +23,9 @@ expressions")
     is noted; a ``shell`` it sets is honoured when it is one of the documented ones, else refused.
 
 ``received`` is the script file's text. The parse is host-side pure parsing (PyYAML's pure-Python
-base loader), capped at :data:`MAX_YAML` characters and by Python's recursion limit; the script runs
-inside the sandbox.
+base loader), capped at :data:`MAX_YAML` characters and by Python's recursion limit, and run off the
+event loop, a large workflow in a process of its own with a time bound (:mod:`.yaml_worker`, which
+also says why not libyaml); the script runs inside the sandbox.
 
 The fix, ``gha-run-safe`` = ``gha-block-safe``
     R as a literal block scalar with an explicit indentation indicator (``|2``, so a leading blank
@@ -40,22 +41,19 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 from ..base import Delivery, check_command
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .gha_expr import ExpressionError, neutralise, substitute
 from .route import Route
+from .yaml_worker import MAX_YAML, first_step, parse_first_step
 
-MAX_YAML = 1 << 18
+__all__ = ["MAX_YAML", "SHELLS", "Gha", "first_step", "safe_step", "workflow"]
+
 HEAD = "on: push\njobs:\n  qb:\n    runs-on: ubuntu-latest\n    steps:\n"
 SHELLS = {None: ["bash", "-e", "{0}"], "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail", "{0}"],
           "sh": ["sh", "-e", "{0}"], "bash {0}": ["bash", "{0}"]}
 """The ``shell`` values run here: none given (the default), ``bash``, ``sh``, and the custom ``bash {0}``."""
-_LOADER = yaml.BaseLoader
-"""The pure-Python base loader: nesting past Python's recursion limit is a RecursionError there, while
-libyaml's CBaseLoader crashed the process (SIGSEGV) on 100000 nested ``[`` here (PyYAML 6.0.3)."""
 _NOT_IN_BLOCK = re.compile("[^\x09\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -93,30 +91,6 @@ def workflow(command: str, style: str, safe: bool) -> str:
     return HEAD + "      - run: |\n" + "".join("          " + line + "\n" for line in command.split("\n"))
 
 
-def first_step(text: str) -> tuple[dict | None, str]:
-    """The parsed first step, or None and why (one line)."""
-    if len(text) > MAX_YAML:
-        return None, f"the workflow is longer than {MAX_YAML} characters"
-    try:
-        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - the base loader builds only str, list and dict
-    except yaml.MarkedYAMLError as e:
-        where = f" (line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1})" if e.problem_mark else ""
-        return None, "YAML: " + " ".join(" ".join(filter(None, (e.context, e.problem))).split())[:200] + where
-    except (yaml.YAMLError, ValueError) as e:
-        return None, "YAML: " + " ".join(str(e).split())[:200]
-    except RecursionError:
-        return None, "YAML: nesting too deep"
-    try:
-        steps = doc["jobs"]["qb"]["steps"]
-        step = steps[0]
-    except (TypeError, KeyError, IndexError):
-        return None, "the workflow no longer has the step (jobs.qb.steps[0])"
-    if not isinstance(step, dict):
-        return None, "the step is not a mapping"
-    return step, (f"the workflow text gained {len(steps) - 1} more step(s); only the first ran"
-                  if len(steps) > 1 else "")
-
-
 class Gha(Route):
     source = ("GitHub docs: workflow syntax (jobs.<id>.steps[*].run, shell: no shell = bash -e {0}; "
               "custom shell 'bash {0}'), expressions (${{ }} substituted before the script is written)")
@@ -136,7 +110,7 @@ class Gha(Route):
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        step, note = first_step(workflow(command, self.style, self.safe))
+        step, note = await parse_first_step(workflow(command, self.style, self.safe))  # never on this loop
         if step is None:
             return Delivery(received=None, execution=None, transport_error=f"{self.name}: {note}")
         run, shell = step.get("run"), step.get("shell")
