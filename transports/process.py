@@ -24,6 +24,7 @@ import errno
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from .exectrace import Exec, Identity, Trace, Tracer
 
 Stdin = bytes | AsyncIterator[bytes] | None
 HOLDER_POLL_S = 0.01  # how often a run whose main process is gone checks who still holds its output
+BACKSTOP_S = 30.0     # the loop's own deadline past the limit: only if the watching thread could not end the run
 _threads = anyio.CapacityLimiter(4096)  # one waiting thread per live run: never the default pool's 40
 
 
@@ -81,18 +83,33 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
     pipes = frozenset(os.fstat(p.fileno()).st_ino for p in (proc.stdout, proc.stderr) if p is not None)
     notify_r, notify_w = os.pipe()
     os.set_blocking(notify_r, False)
+    expired = threading.Event()
 
-    def wait_main() -> None:  # in a thread: the tracer's Event, then a byte for the loop to see
-        tracer.main_exited.wait()
+    def watch() -> None:
+        """The run's clock and end, on a thread of their own: a loop held by other work can neither
+        stretch nor cut a run. The end: the command's first program has exited and no process of
+        the command holds its output any more (as ssh and docker exec wait for the last writer),
+        or the time limit; then everything of the run is killed."""
+        deadline = time.monotonic() + timeout_s
+        if not tracer.main_exited.wait(max(0.0, deadline - time.monotonic())):
+            expired.set()
+        else:
+            while tracer.holds(pipes):
+                if time.monotonic() >= deadline:
+                    expired.set()
+                    break
+                time.sleep(HOLDER_POLL_S)
+        tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
+        on_end()
         os.write(notify_w, b"x")
 
     out, err = Stream(), Stream()
     timed_out = False
     try:
         async with anyio.create_task_group() as outer:
-            outer.start_soon(lambda: anyio.to_thread.run_sync(wait_main, limiter=_threads))
+            outer.start_soon(lambda: anyio.to_thread.run_sync(watch, limiter=_threads))
             try:
-                with anyio.move_on_after(timeout_s) as scope:
+                with anyio.move_on_after(timeout_s + BACKSTOP_S) as scope:  # a backstop only: watch() ends runs
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
                         tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
@@ -100,15 +117,9 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                             if stdin is not None:
                                 feeding.start_soon(_feed, proc.stdin, stdin)
                             await anyio.wait_readable(notify_r)
-                            feeding.cancel_scope.cancel()  # nobody reads stdin once the main process is gone
-                        # the main process is gone; the run goes on until no process of the command holds its
-                        # output any more, as ssh and docker exec wait for the last writer, up to the time limit
-                        while tracer.holds(pipes):
-                            await anyio.sleep(HOLDER_POLL_S)
-                        tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
-                        on_end()
-                timed_out = scope.cancelled_caught
-            finally:  # also on a cancellation from outside: wait_main can only return once all is killed
+                            feeding.cancel_scope.cancel()
+                timed_out = expired.is_set() or scope.cancelled_caught
+            finally:  # also on a cancellation from outside: watch() can only return once all is killed
                 tracer.kill_all()
                 on_end()
     finally:

@@ -7,12 +7,17 @@ Lifecycle
     files, temporary scripts; never inside ``work/``, so it cannot disturb a
     directory-state check). ``run()`` may be called any number of times; state in
     ``work/`` persists between calls (the MCP server relies on that). ``close()``
-    removes the root; the sandbox is also an (async) context manager.
+    removes the root; the sandbox is also an (async) context manager. Every run is
+    traced (:mod:`transports.exectrace`): ``Execution.trace`` is the kernel's record of
+    the programs it executed, from which transports take ``received``.
 
 Limits (``Limits``)
-    * wall clock: ``timeout_s`` (default 10 s); on expiry the whole process group
-      is killed with SIGKILL and ``timed_out`` is set. After every run, timed out or
-      not, the group is killed too, so background processes never outlive a call;
+    * wall clock: ``timeout_s`` (default 10 s), kept by a thread of the run, not the
+      event loop (:mod:`transports.process`); on expiry every process of the run is
+      killed with SIGKILL and ``timed_out`` is set. A run ends when the command's
+      first program has exited and no process of it holds its output any more (as
+      ``ssh`` and ``docker exec`` wait); then everything left of it is killed, so
+      nothing outlives a call;
     * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
       marked ``truncated`` beyond it; a run that writes more than ``drain_cap``
       bytes to one stream is killed (exit 137), so a ``yes`` cannot spin until
@@ -22,9 +27,10 @@ Limits (``Limits``)
       force a fork of a possibly large parent;
     * processes: at most ``processes`` at once, through a pids cgroup per sandbox
       where one can be made (RLIMIT_NPROC does nothing for root);
-    * memory: at most ``memory`` bytes per run (default 1 GiB), through a memory
-      cgroup per run whose OOM killer ends only that run; where no cgroup can be
-      made, an address-space rlimit of the same size (:mod:`transports.cgroups`);
+    * memory: at most ``memory`` bytes per sandbox (default 1 GiB), all its runs and
+      both ends of ssh together, through a memory cgroup per sandbox; where no cgroup
+      can be made, an address-space rlimit of the same size per process
+      (:mod:`transports.cgroups`);
     * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the
       harness runs as root (:mod:`transports.diskcap`); elsewhere only the per-file
       limit applies;
@@ -42,6 +48,10 @@ Leftovers
     cleaning up, never those of a live process. ``close()`` never raises: a tree of
     any depth, with links, FIFOs or unreadable directories, is removed without
     following anything out of it.
+
+No host root
+    As root, the launcher drops to uid 65534 before bwrap starts, and ``/proc/sys`` is
+    read-only inside (:mod:`transports.hostuid`).
 
 Isolation
     With ``bwrap`` on PATH every run is wrapped in bubblewrap: all namespaces
