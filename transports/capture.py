@@ -104,10 +104,35 @@ def env_change(outer: Exec, final: Exec) -> str | None:
         return "the final shell's environment could not be read whole"
     mine = {v for v in outer.env if not v.startswith(SHELL_SETS)}
     theirs = {v for v in final.env if not v.startswith(SHELL_SETS)}
-    if mine == theirs:
+    names = {v.split(b"=", 1)[0].decode("utf-8", "replace") for v in mine ^ theirs}
+    names |= _shell_set_changes(outer.env, final.env)
+    if not names:
         return None
-    names = sorted({v.split(b"=", 1)[0].decode("utf-8", "replace") for v in mine ^ theirs})
+    names = sorted(names)
     return f"the final shell's environment differs from the outer program's: {', '.join(names[:8])}"
+
+
+def _value(env: tuple[bytes, ...], name: bytes) -> bytes | None:
+    return next((v[len(name) + 1:] for v in env if v.startswith(name + b"=")), None)
+
+
+def _shell_set_changes(outer: tuple[bytes, ...], final: tuple[bytes, ...]) -> set[str]:
+    """The variables of SHELL_SETS (``_`` aside) whose value in the final shell is not one the outer bash
+    gives its children by itself. R's own outer expansion can assign them without a fork (an arithmetic
+    assignment such as ``$((SHLVL=41))`` inside an expansion that reproduces its own text), so they are
+    checked too: SHLVL is the outer's level or one more, PWD and OLDPWD are the outer's (a cd needs a
+    command of its own, which the outer program forks first)."""
+    changed: set[str] = set()
+    level = _value(outer, b"SHLVL")
+    base = int(level) if level is not None and level.isdigit() and len(level) < 6 else 0
+    got = _value(final, b"SHLVL")
+    if got is not None and got not in (str(base).encode(), str(base + 1).encode()):
+        changed.add("SHLVL")
+    for name in (b"PWD", b"OLDPWD"):
+        got = _value(final, name)
+        if got is not None and got != _value(outer, name):
+            changed.add(name.decode())
+    return changed
 
 
 _LONG_WITH_ARGUMENT = (b"--rcfile", b"--init-file")
