@@ -83,6 +83,7 @@ MAX_IN_PLACE = 64
 MAX_ARGV = 2 << 20       # more than the kernel passes to one exec (its stack limit / 4 caps that)
 SHORT_ARGV = 4096
 MAX_ENV = 1 << 20
+MAX_KEPT = 16 << 20      # all watched command lines and environments of one run together: past it, SHORT_ARGV and no env
 STOP_PREFIX = "kill -STOP $$; "
 """What the launcher's first shell runs before anything else, so the tracer can seize it at rest."""
 
@@ -222,6 +223,7 @@ class Tracer:
         self._killing = False
         self._seq = 0
         self._in_place = 0
+        self._kept = 0  # bytes of watched command lines and environments kept so far (MAX_KEPT)
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._done = threading.Event()
@@ -407,8 +409,15 @@ class Tracer:
         except OSError:
             pass
         watched = exe in self.watch
-        argv = _read(pid, "cmdline", MAX_ARGV if watched else SHORT_ARGV)
-        env = _read(pid, "environ", MAX_ENV) if watched else None
+        # 1024 execs of a shell with 2 MiB of arguments and 1 MiB of environment would be 3 GiB in the
+        # harness: past MAX_KEPT a watched exec is read short and without its environment, so it is
+        # incomplete (a boundary found there is split), never a kept copy
+        full = watched and self._kept < MAX_KEPT
+        argv = _read(pid, "cmdline", MAX_ARGV if full else SHORT_ARGV)
+        env = _read(pid, "environ", MAX_ENV) if full else None
+        if full:
+            self._kept += len(argv[0]) if argv else 0
+            self._kept += len(env[0]) if env else 0
         parent, forked_at = self.trace.forks.get(pid, (None, None))
         record = Exec(
             seq=self._seq, pid=pid, parent=parent, forked_at=forked_at, exe=exe,
