@@ -464,9 +464,21 @@ class Sandbox:
     def make_dir(self, path: Path) -> None:
         """Create a fresh directory under the root for the command to write in (mode 0700, owned by the
         command's uid); a name planted there already makes it fail, never followed."""
-        path.mkdir(mode=0o700)
-        if (uid := hostuid.sandbox_uid()) is not None:
-            os.lchown(path, uid, uid)
+        # every component from the root down is opened without following a link: the command owns meta/
+        # and can replace it by a link to a host directory, which a plain mkdir would create in (as root)
+        parts = Path(path).relative_to(self.root).parts
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.root, flags)
+        try:
+            for part in parts[:-1]:
+                nfd = os.open(part, flags, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            os.mkdir(parts[-1], 0o700, dir_fd=fd)
+            if (uid := hostuid.sandbox_uid()) is not None:
+                os.chown(parts[-1], uid, uid, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
 
     def write_file(self, name: str, data: bytes) -> str:
         """Write ``data`` as a new file the command can read but not change, and return its path as the
@@ -678,7 +690,12 @@ def sweep_leftovers() -> None:
             continue
     for entry in entries:
         if entry.name.startswith("qb-binds-") and _dead(entry.name[len("qb-binds-"):].split("-", 1)[0]):
-            hostuid.release_binds(Path(entry.path))  # mount points one by one, never a recursive removal
+            try:  # only a real directory of ours: a link planted there would make root unmount what it names
+                ours = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+            except OSError:
+                ours = False
+            if ours:
+                hostuid.release_binds(Path(entry.path))  # mount points one by one, never a recursive removal
             continue
         prefix = next((p for p in LEFTOVER_PREFIXES if entry.name.startswith(p)), None)
         if prefix is None:
