@@ -56,6 +56,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -252,10 +253,11 @@ class Tracer:
     def join(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
-    def holds(self, pipes: frozenset[int]) -> bool:
+    def holds(self, pipes: frozenset[int], deadline: float) -> bool:
         """Whether a live process of the command (its first program's descendants, by fork, wherever
         they were reparented) still holds one of the ``pipes`` (inode numbers) open: read from the
-        kernel's ``/proc/PID/fd`` links, never from anything the command says."""
+        kernel's ``/proc/PID/fd`` links, never from anything the command says. A check that reaches
+        ``deadline`` (time.monotonic) stops there and answers True: the caller's clock decides."""
         if self._root is None:
             return False
         with self._lock:
@@ -264,11 +266,18 @@ class Tracer:
             if not self._descends(pid):
                 continue
             try:
-                links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")[:4096]]
+                fds = os.listdir(f"/proc/{pid}/fd")[:4096]
             except OSError:
                 continue
-            if any(link.startswith("pipe:[") and int(link[6:-1]) in pipes for link in links):
-                return True
+            for i, fd in enumerate(fds):
+                if i % 256 == 0 and time.monotonic() >= deadline:
+                    return True
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("pipe:[") and int(link[6:-1]) in pipes:
+                    return True
         return False
 
     def _descends(self, pid: int) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -230,8 +231,8 @@ def release_binds(directory: Path | None = None) -> None:
     for name in names:
         point = os.path.join(d, name)
         lib.umount2(os.fsencode(point), 2)  # MNT_DETACH
-        if os.path.ismount(point):
-            continue  # still mounted: leave it rather than reach through it
+        if point in mount_points():  # still mounted (ismount misses a bind of the same filesystem): leave it
+            continue
         try:
             os.rmdir(point) if os.path.isdir(point) and not os.path.islink(point) else os.unlink(point)
         except OSError:
@@ -240,6 +241,22 @@ def release_binds(directory: Path | None = None) -> None:
         os.rmdir(d)
     except OSError:
         pass
+
+
+def mount_points() -> set[str]:
+    """The mount points of this mount namespace, from the kernel's table (octal escapes decoded)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            lines = fh.read(1 << 22).splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            raw = fields[4].decode("utf-8", "surrogateescape")
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), raw))
+    return points
 
 
 def kernel_binds() -> list[str]:

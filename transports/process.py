@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -94,16 +94,21 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
         if not tracer.main_exited.wait(max(0.0, deadline - time.monotonic())):
             expired.set()
         else:
-            while tracer.holds(pipes):
+            while True:
+                began = time.monotonic()
+                if not tracer.holds(pipes, deadline):
+                    break
                 if time.monotonic() >= deadline:
                     expired.set()
                     break
-                time.sleep(HOLDER_POLL_S)
+                # checks spaced by their own cost: a command with thousands of descriptors cannot keep a
+                # harness core busy with them
+                time.sleep(max(HOLDER_POLL_S, time.monotonic() - began))
         tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
         on_end()
         os.write(notify_w, b"x")
 
-    out, err = Stream(), Stream()
+    out, err = _Sink(output_cap, drain_cap), _Sink(output_cap, drain_cap)
     timed_out = False
     try:
         async with anyio.create_task_group() as outer:
@@ -111,13 +116,16 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
             try:
                 with anyio.move_on_after(timeout_s + BACKSTOP_S) as scope:  # a backstop only: watch() ends runs
                     async with anyio.create_task_group() as tg:
-                        tg.start_soon(_read, proc.stdout, out, output_cap, drain_cap, tracer)
-                        tg.start_soon(_read, proc.stderr, err, output_cap, drain_cap, tracer)
-                        async with anyio.create_task_group() as feeding:
-                            if stdin is not None:
-                                feeding.start_soon(_feed, proc.stdin, stdin)
-                            await anyio.wait_readable(notify_r)
-                            feeding.cancel_scope.cancel()
+                        tg.start_soon(_read, proc.stdout, out, tracer)
+                        tg.start_soon(_read, proc.stderr, err, tracer)
+                        if stdin is not None:
+                            tg.start_soon(_feed, proc.stdin, stdin)
+                        await anyio.wait_readable(notify_r)
+                        # the run is over and all of it killed; a process of another run that was handed
+                        # the pipe must not keep the readers waiting: take what is buffered, then stop
+                        tg.cancel_scope.cancel()
+                    for pipe, sink in ((proc.stdout, out), (proc.stderr, err)):
+                        _drain_now(pipe, sink)
                 timed_out = expired.is_set() or scope.cancelled_caught
             finally:  # also on a cancellation from outside: watch() can only return once all is killed
                 tracer.kill_all()
@@ -136,18 +144,56 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 except OSError:
                     pass
     status = None if timed_out or tracer.status is None else os.waitstatus_to_exitcode(tracer.status)
-    return Outcome(status=status, stdout=out, stderr=err, timed_out=timed_out,
+    return Outcome(status=status, stdout=out.stream(), stderr=err.stream(), timed_out=timed_out,
                    exec_ms=(time.perf_counter() - start) * 1000, trace=tracer.trace)
 
 
-async def _read(pipe, into: Stream, cap: int, drain_cap: int, tracer: Tracer) -> None:
-    """Keep up to ``cap`` bytes; past ``drain_cap`` kill the run (closing our end would not stop a writer)."""
+@dataclass
+class _Sink:
+    """One output stream while it is read: up to ``cap`` bytes kept, every byte counted."""
+
+    cap: int
+    drain_cap: int
+    buf: bytearray = field(default_factory=bytearray)
+    total: int = 0
+    truncated: bool = False
+    drained: bool = False
+
+    def take(self, chunk: bytes) -> bool:
+        """Keep what fits; False once past ``drain_cap`` (the run must be killed)."""
+        self.total += len(chunk)
+        room = self.cap - len(self.buf)
+        if room > 0:
+            self.buf += chunk[:room]
+        if self.total > self.cap:
+            self.truncated = True
+        if self.total >= self.drain_cap:
+            self.drained = True
+            return False
+        return True
+
+    def stream(self) -> Stream:
+        return Stream(bytes(self.buf).decode("utf-8", errors="replace"), self.truncated, self.drained)
+
+
+def _drain_now(pipe, sink: _Sink) -> None:
+    """What is still buffered in a pipe once the run is over, read without waiting."""
+    if pipe is None or pipe.closed or sink.drained:
+        return
+    try:
+        while chunk := os.read(pipe.fileno(), 1 << 16):
+            if not sink.take(chunk):
+                break
+    except OSError:  # BlockingIOError: nothing more buffered
+        pass
+
+
+async def _read(pipe, sink: _Sink, tracer: Tracer) -> None:
+    """Read until EOF; past ``drain_cap`` kill the run (closing our end would not stop a writer)."""
     if pipe is None:
         return
     fd = pipe.fileno()
     os.set_blocking(fd, False)
-    buf = bytearray()
-    total = 0
     try:
         while True:
             try:
@@ -157,20 +203,11 @@ async def _read(pipe, into: Stream, cap: int, drain_cap: int, tracer: Tracer) ->
                 continue
             if not chunk:
                 break
-            total += len(chunk)
-            room = cap - len(buf)
-            if room > 0:
-                buf += chunk[:room]
-            if total > cap:
-                into.truncated = True
-            if total >= drain_cap:
-                into.drained = True
+            if not sink.take(chunk):
                 tracer.kill_all()
                 break
     except OSError:
         pass
-    finally:
-        into.text = bytes(buf).decode("utf-8", errors="replace")
 
 
 async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:

@@ -704,7 +704,9 @@ def sweep_leftovers() -> None:
         if not pid_text.isdigit() or int(pid_text) == os.getpid():
             continue
         try:
-            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not entry.is_dir(follow_symlinks=False):
+            # a sandbox root belongs to the uid its commands ran as (65534 when root was dropped)
+            owners = {os.geteuid()} | ({hostuid.DROP_UID} if os.geteuid() == 0 and prefix == "qb-sandbox-" else set())
+            if entry.stat(follow_symlinks=False).st_uid not in owners or not entry.is_dir(follow_symlinks=False):
                 continue
             os.kill(int(pid_text), 0)
             continue  # alive (or reused by another process): not ours to judge

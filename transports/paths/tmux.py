@@ -46,9 +46,9 @@ The component, all real, inside the sandbox
     multi-line command's newlines. When that record differs from what was read (history
     expansion of ``!``, readline completing a tab away, a backslash-newline joined, a line read
     as data, a command left incomplete at PS2), the delivery is ``split`` (damaged) and the note
-    quotes it. The record is written by hooks in the pane's own shell, so a command can forge it
-    for the lines after it: that can only add damage, never remove it, and never changes
-    ``received``. The host reads it only with :func:`tasks.safefs.read_under` (no link followed,
+    quotes it. The record is written by hooks in the pane's own shell, so a command can rewrite
+    it, earlier lines included: the ``split`` it adds is advisory (docs/sandbox.md, residual
+    risks). It never changes ``received``, nor the verdict. The host reads it only with :func:`tasks.safefs.read_under` (no link followed,
     no FIFO opened, capped).
 
 The output, the status
