@@ -182,3 +182,10 @@ def test_quotebench_exec_runs_a_template() -> None:
     rec = json.loads(done.stdout)
     assert rec["transport"] == 'template:docker exec -i ctr sh -c "{R}"'
     assert rec["received"] == "echo a" and rec["damaged"] is True
+
+
+def test_exec_shows_the_outer_text() -> None:
+    from qb_client.route_view import artifacts
+
+    assert artifacts('template:docker exec c sh -c "{R}" # {R}', 'echo "x"') == \
+        [("outer", 'docker exec c sh -c "echo "x"" # echo "x"')]

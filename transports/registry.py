@@ -109,7 +109,8 @@ def validate_name(name: str) -> str:
     base, shell = _split_shell(parts[-1], name)
     for p in parts[:-1] + [base]:
         if p not in TERMINAL and p not in MIDDLEWARE:
-            raise UnknownTransportError(f"unknown transport '{p}' (known: {', '.join(ORDER)}; compose with +, e.g. json-naive+ssh)")
+            raise UnknownTransportError(f"unknown transport '{p}' (known: {', '.join(ORDER)}; compose with +, "
+                                        "e.g. json-naive+ssh; or your own: template:CMD with {R})")
     for p in parts[:-1]:
         if p not in MIDDLEWARE:
             raise UnknownTransportError(f"transport '{p}' runs the command itself and cannot wrap another (in '{name}')")

@@ -177,8 +177,10 @@ _DOCKER = _HEAD + """while [ $# -gt 0 ]; do
     -e?*) export "${{1#-e}}"; shift ;;
     -w|--workdir) [ $# -ge 2 ] || break
       cd "$2" 2>/dev/null || {{ echo "{tool}: chdir to '$2': no such file or directory" >&2; exit 126; }}; shift 2 ;;
-    --workdir=*) cd "${{1#--workdir=}}" 2>/dev/null || {{ echo "{tool}: chdir to '${{1#--workdir=}}': no such file or directory" >&2; exit 126; }}; shift ;;
-    -w?*) cd "${{1#-w}}" 2>/dev/null || {{ echo "{tool}: chdir to '${{1#-w}}': no such file or directory" >&2; exit 126; }}; shift ;;
+    --workdir=*) cd "${{1#--workdir=}}" 2>/dev/null ||
+      {{ echo "{tool}: chdir to '${{1#--workdir=}}': no such file or directory" >&2; exit 126; }}; shift ;;
+    -w?*) cd "${{1#-w}}" 2>/dev/null ||
+      {{ echo "{tool}: chdir to '${{1#-w}}': no such file or directory" >&2; exit 126; }}; shift ;;
     -u|--user) shift 2 ;;
     --user=*|-u?*) shift ;;
     -*) echo "{tool}: quotebench's stand-in does not support the option '$1' of {tool} exec" >&2; exit 125 ;;
