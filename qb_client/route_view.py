@@ -146,4 +146,6 @@ def _terminal_artifact(t: Any, command: str) -> tuple[str, str] | None:
         from transports.paths.gha import workflow
 
         return "workflow", workflow(command, t.style, t.safe)
+    if base.startswith("template:"):  # a user's template: the text its outer shell runs
+        return "outer", t.outer_text(command)
     return None

@@ -31,7 +31,7 @@ Which exec is the final shell (the boundary)
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .base import Delivery, check_command, run_program
@@ -69,8 +69,12 @@ def first_program(execution: Execution | None) -> Exec | None:
     return execution.trace.execs[0]
 
 
-def find_boundary(trace: Trace | None, is_final: Callable[[Exec], bool]) -> Boundary:
-    """The final shell inside an outer program (the run's first exec): see the module docstring."""
+def find_boundary(trace: Trace | None, is_final: Callable[[Exec], bool],
+                  passed: Mapping[bytes, bytes | None] | None = None) -> Boundary:
+    """The final shell inside an outer program (the run's first exec): see the module docstring.
+
+    ``passed`` names the variables the transport itself set for the outer program and how the final
+    shell must see them (None: unset), as :func:`env_change` takes them."""
     if trace is None or not trace.execs:
         return Boundary(None, note="the kernel saw no program run")
     outer, later = trace.execs[0], trace.execs[1:]
@@ -92,17 +96,25 @@ def find_boundary(trace: Trace | None, is_final: Callable[[Exec], bool]) -> Boun
         if before:
             split = True
             notes.append(f"the outer program ran {len(before)} process(es) of R's text before the final shell")
-        if (changed := env_change(outer, chosen)) is not None:
+        if (changed := env_change(outer, chosen, passed)) is not None:
             split = True
             notes.append(changed)
     return Boundary(chosen, split, "; ".join(notes) or None)
 
 
-def env_change(outer: Exec, final: Exec) -> str | None:
-    """Why the final shell's environment is not the outer program's, or None."""
+def env_change(outer: Exec, final: Exec, passed: Mapping[bytes, bytes | None] | None = None) -> str | None:
+    """Why the final shell's environment is not the outer program's, or None.
+
+    ``passed``: variables the transport set for the outer program only, and what the final shell must
+    hold instead (None: unset). A template's stand-ins route the outer shell's own lookups through
+    ``BASH_ENV`` and unset it, or set what ``docker exec -e`` names: the transport's doing, exactly
+    known, so not a change made by R; any other value still is."""
     if not final.env_complete or final.env is None or outer.env is None:
         return "the final shell's environment could not be read whole"
     mine = {v for v in outer.env if not v.startswith(SHELL_SETS)}
+    if passed:
+        mine = {v for v in mine if v.split(b"=", 1)[0] not in passed}
+        mine |= {k + b"=" + v for k, v in passed.items() if v is not None and not (k + b"=").startswith(SHELL_SETS)}
     theirs = {v for v in final.env if not v.startswith(SHELL_SETS)}
     names = {v.split(b"=", 1)[0].decode("utf-8", "replace") for v in mine ^ theirs}
     names |= _shell_set_changes(outer.env, final.env)

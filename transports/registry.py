@@ -8,10 +8,16 @@ one runs it. ``json-naive+ssh`` = decode as naive JSON, then send over ssh.
 The last part may name its final shell: ``raw@dash``, ``nested@zsh``,
 ``json-naive+raw@busybox`` (:mod:`transports.shells`; bash when not named, and
 ``@bash`` is dropped from the name so that records stay comparable).
+
+A user's own path is ``template:<command line with {R}>`` (:mod:`transports.template`), always the
+last part: everything after ``template:`` is the template, ``+`` and ``,`` included, so
+``json-naive+template:docker exec -i ctr sh -c "{R}"`` is middleware then a template, and in a list
+(``raw,template:...``) a template comes last.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .base import Transport
@@ -61,6 +67,31 @@ def known() -> list[str]:
     return list(ORDER)
 
 
+_TEMPLATE = re.compile(r"\A((?:[^+:]*\+)*)\s*template:(.*)\Z", re.DOTALL)
+
+
+def _template(name: str) -> tuple[list[str], str] | None:
+    """(middleware parts, the text after ``template:``) for a name whose last part is a template, else None."""
+    m = _TEMPLATE.match(name)
+    if m is None:
+        return None
+    return [p.strip() for p in m.group(1).split("+")[:-1]], m.group(2)
+
+
+def _template_name(parts: list[str], spec: str, name: str) -> str:
+    from .template import PREFIX, TemplateError, normal
+
+    for p in parts:
+        if p not in MIDDLEWARE:
+            raise UnknownTransportError(
+                f"transport '{p}' cannot wrap a template (in front of it only middleware: {', '.join(MIDDLEWARE)})"
+                if p in TERMINAL else f"unknown transport '{p}' (known: {', '.join(ORDER)})")
+    try:
+        return "+".join(parts + [PREFIX + normal(spec)])
+    except TemplateError as e:
+        raise UnknownTransportError(str(e)) from None
+
+
 def _split_shell(last: str, name: str) -> tuple[str, str | None]:
     base, at, shell = last.partition("@")
     if not at:
@@ -72,11 +103,14 @@ def _split_shell(last: str, name: str) -> tuple[str, str | None]:
 
 def validate_name(name: str) -> str:
     """Raise ``UnknownTransportError`` unless ``name`` (possibly composed) can be built; the normal form."""
+    if (found := _template(name)) is not None:
+        return _template_name(*found, name)
     parts = [p.strip() for p in name.split("+")]
     base, shell = _split_shell(parts[-1], name)
     for p in parts[:-1] + [base]:
         if p not in TERMINAL and p not in MIDDLEWARE:
-            raise UnknownTransportError(f"unknown transport '{p}' (known: {', '.join(ORDER)}; compose with +, e.g. json-naive+ssh)")
+            raise UnknownTransportError(f"unknown transport '{p}' (known: {', '.join(ORDER)}; compose with +, "
+                                        "e.g. json-naive+ssh; or your own: template:CMD with {R})")
     for p in parts[:-1]:
         if p not in MIDDLEWARE:
             raise UnknownTransportError(f"transport '{p}' runs the command itself and cannot wrap another (in '{name}')")
@@ -96,9 +130,17 @@ def validate_name(name: str) -> str:
 def get(name: str) -> Transport:
     """Build the transport named ``name``; composed names are built innermost first."""
     normal = validate_name(name)
+    if (found := _template(normal)) is not None:
+        from .template import Template
+
+        transport: Transport = Template(found[1])
+        for p in reversed(found[0]):
+            transport = MIDDLEWARE[p](transport)
+        transport.name = normal  # type: ignore[misc]
+        return transport
     parts = normal.split("+")
     base, shell = _split_shell(parts[-1], normal)
-    transport: Transport = TERMINAL[base]() if base in TERMINAL else MIDDLEWARE[base](None)
+    transport = TERMINAL[base]() if base in TERMINAL else MIDDLEWARE[base](None)
     if shell is not None:
         try:
             transport = transport.on(get_shell(shell))  # type: ignore[attr-defined]
@@ -111,8 +153,13 @@ def get(name: str) -> Transport:
 
 
 def parse_list(spec: str) -> list[str]:
-    """A comma-separated list of transport names, each validated; repeats dropped (first kept), so no work doubles."""
-    names = list(dict.fromkeys(validate_name(s) for s in spec.split(",") if s.strip()))
+    """A comma-separated list of transport names, each validated; repeats dropped (first kept), so no work doubles.
+    A template (``template:...``) is the last name: its text may hold commas of its own."""
+    head, found, tail = spec.partition("template:")
+    chunks = head.split(",")
+    if found:
+        chunks[-1] += found + tail
+    names = list(dict.fromkeys(validate_name(s) for s in chunks if s.strip()))
     if not names:
         raise UnknownTransportError("no transport given")
     return names

@@ -94,6 +94,7 @@ from __future__ import annotations
 import copy
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 
 import anyio
@@ -161,7 +162,8 @@ class Ssh:
     own memory cap: what a server's host budget counts (:mod:`qb_server.budget`)."""
 
     def __init__(self, target: str | None = None, key: str | None = None,
-                 client: ClientKind | None = None, shell: Shell = DEFAULT, safe: bool = False) -> None:
+                 client: ClientKind | None = None, shell: Shell = DEFAULT, safe: bool = False,
+                 outer: Callable[[str], str] | None = None) -> None:
         self.remote: Remote | None = parse_target(target, key) if target is not None else configured()
         if client is not None and client not in ("openssh", "asyncssh"):
             raise ValueError(f"unknown ssh client '{client}' (openssh or asyncssh)")
@@ -171,6 +173,10 @@ class Ssh:
         self.client = client
         self.shell = shell
         self.safe = safe
+        self.outer = outer
+        """The local shell's program for R; None: :func:`outer_program`. A ``template:`` path
+        (:mod:`transports.template`) gives its own text, so the client, master and server are this
+        transport's and not a copy of them."""
         self.name = ("ssh-safe" if safe else "ssh") + ("" if shell is DEFAULT else f"@{shell.name}")
         self.fixes = self.name.replace("ssh-safe", "ssh") if safe else None
         self.boundary = ("quoted with shlex.quote into ssh <target> 'R': OpenSSH sends R as the request "
@@ -179,8 +185,12 @@ class Ssh:
 
     def on(self, shell: Shell) -> "Ssh":
         """The same transport whose remote side runs ``shell`` (``ssh@zsh``: a macOS-like login shell)."""
-        return Ssh(client=self.client, shell=shell, safe=self.safe) if self.remote is None else \
-            Ssh(None, None, self.client, shell, self.safe)
+        return Ssh(client=self.client, shell=shell, safe=self.safe, outer=self.outer) if self.remote is None else \
+            Ssh(None, None, self.client, shell, self.safe, self.outer)
+
+    def outer_text(self, command: str) -> str:
+        """What the local bash runs for ``command``."""
+        return self.outer(command) if self.outer is not None else outer_program(command, self.safe)
 
     def client_kind(self) -> ClientKind:
         if self.client is not None:
@@ -212,7 +222,7 @@ class Ssh:
             env[TOKEN_ENV] = token
         try:
             local = await _local_side(sandbox).run(
-                ["bash", "-c", outer_program(command, self.safe)], env=env,
+                ["bash", "-c", self.outer_text(command)], env=env,
                 binds=ep.binds(kind, sandbox), network=ep.network(kind))
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
