@@ -117,7 +117,7 @@ def env_change(outer: Exec, final: Exec, passed: Mapping[bytes, bytes | None] | 
         mine |= {k + b"=" + v for k, v in passed.items() if v is not None and not (k + b"=").startswith(SHELL_SETS)}
     theirs = {v for v in final.env if not v.startswith(SHELL_SETS)}
     names = {v.split(b"=", 1)[0].decode("utf-8", "replace") for v in mine ^ theirs}
-    names |= _shell_set_changes(outer.env, final.env)
+    names |= _shell_set_changes(outer.env, final.env) - {k.decode("utf-8", "replace") for k in (passed or {})}
     if not names:
         return None
     names = sorted(names)

@@ -275,7 +275,14 @@ def _docker_env(argv: tuple[bytes, ...]) -> dict[bytes, bytes]:
             value, i = a[len(b"--env="):], i + 1
         elif a.startswith(b"-e") and len(a) > 2:
             value, i = a[2:], i + 1
-        elif a in (b"-w", b"--workdir", b"-u", b"--user"):
+        elif a in (b"-w", b"--workdir"):
+            if i + 1 < len(args):  # the stand-in's cd: the directory variables are its doing too
+                out[b"PWD"], out[b"OLDPWD"] = args[i + 1], b""
+            i += 2
+        elif a.startswith((b"--workdir=", b"-w")) and a not in (b"-w",):
+            out[b"PWD"], out[b"OLDPWD"] = a.split(b"=", 1)[-1] if a.startswith(b"--") else a[2:], b""
+            i += 1
+        elif a in (b"-u", b"--user"):
             i += 2
         elif a.startswith(b"-"):
             i += 1
