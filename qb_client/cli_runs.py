@@ -192,12 +192,12 @@ def replay_cmd(
 
 
 def parse_params(text: Optional[str]) -> dict:
-    import json
+    from transports.store import loads
 
     if not text:
         return {}
     try:
-        params = json.loads(text)
+        params = loads(text)
     except ValueError as e:
         fail(f"--params: not valid JSON ({e})")
     if not isinstance(params, dict):
@@ -293,7 +293,7 @@ def run_cmd(
     errors = [e for o in outcomes for e in o.errors]
     from .report.load import config_label
 
-    results = [r for r in read_jsonl(out_dir / "results.jsonl")
+    results = [r for r in read_jsonl(out_dir / "results.jsonl", follow=False)
                if isinstance(r.get("config"), dict) and config_label(r["config"]) in labels
                and (r.get("suite", "public"), r.get("userland", "gnu")) == (suite_id, userland)]
     doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),

@@ -42,7 +42,7 @@ from transports.base import Delivery
 from transports.execute import build_record, execute, no_command_record
 from transports.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
-from transports.store import JsonlWriter, read_jsonl
+from transports.store import JsonlWriter, loads, read_jsonl
 
 from .console import fail
 from .reply_store import Duplicates, no_replies, store_lines, torn_warning, warn
@@ -72,7 +72,7 @@ def _is_envelope(reply: str | None) -> bool:
     if not reply:
         return False
     try:
-        value = json.loads(reply)
+        value = loads(reply)
     except ValueError:
         return False
     return isinstance(value, dict) and "tool_calls" in value

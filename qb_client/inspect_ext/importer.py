@@ -22,6 +22,7 @@ evals of one model, is refused like a reply store refuses it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,8 @@ def _key(line: dict[str, Any]) -> tuple[str, str, str, int]:
 
 def _existing(path: Path) -> list[dict[str, Any]]:
     try:
-        return [o for o in read_jsonl(path, warn=None) if isinstance(o, dict)] if path.exists() else []
+        return [o for o in read_jsonl(path, warn=None, follow=False) if isinstance(o, dict)] \
+            if os.path.lexists(path) else []
     except StoreError as e:
         raise BadInput(str(e)) from None
 
@@ -174,7 +176,8 @@ def import_logs(paths: list[Path], out: Path) -> Written:
                            f"{key[2]}, draw {key[3]} of config {key[0]}; import into a new --out directory")
     done = {(o.get("reply_id"), o.get("transport")) for o in _existing(out / "results.jsonl")}
     written = Written(notes=got.notes)
-    with JsonlWriter(out / "replies.jsonl") as rw, JsonlWriter(out / "results.jsonl") as res:
+    with JsonlWriter(out / "replies.jsonl", follow=False) as rw, \
+            JsonlWriter(out / "results.jsonl", follow=False) as res:
         seen_ids: set[str] = set()
         for line in got.replies:
             if line["reply_id"] in have_ids or line["reply_id"] in seen_ids:
