@@ -60,8 +60,14 @@ def read_log(path: Path) -> Any:
     """The whole log, by Inspect's own reader; anything it cannot read is bad input naming the file."""
     from inspect_ai.log import read_eval_log
 
-    if not path.is_file():
-        raise BadInput(f"{path}: no such log file")
+    from .logcheck import LogTooLarge, check_log
+
+    try:
+        check_log(path)  # a FIFO, a device, a zip bomb: refused before Inspect inflates anything
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such log file") from None
+    except (LogTooLarge, OSError) as e:
+        raise BadInput(one_line(str(e))) from None
     try:
         log = read_eval_log(str(path), resolve_attachments=True)
     except Exception as e:  # noqa: BLE001 - a zip error, JSON, validation: all say the file is not a log
