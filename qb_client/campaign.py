@@ -106,9 +106,12 @@ def config_key(provider: Provider) -> str:
 def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
     """The replies.jsonl line: ``key`` identifies the work (resume), ``reply_id`` the reply (the store's own
     id for a replayed reply, else the key)."""
+    from transports.sandbox import default_userland
+
     ext = gen.extract(contract)
     return {
         "reply_id": gen.reply_id or key, "key": key, "task_id": task.id, "contract": contract, "draw": draw,
+        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (reply_store)
         "config": provider.config.model_dump(mode="json"),
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],

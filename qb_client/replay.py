@@ -45,7 +45,7 @@ from transports.registry import get
 from transports.store import JsonlWriter, loads, read_jsonl
 
 from .console import fail
-from .reply_store import Duplicates, no_replies, store_lines, torn_warning, warn
+from .reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -84,10 +84,12 @@ def load_replies(path: Path) -> list[StoredReply]:
     replies = []
     torn: list[int] = []
     dups = Duplicates(path)
+    suites = SuiteCheck(path)
     for n, obj in store_lines(path, torn):
         where = f"{path}: line {n}"
         if not isinstance(obj, dict):
             fail(f"{where}: not a JSON object")
+        suites.check(n, obj)
         task_id = obj.get("task_id")
         if not isinstance(task_id, str):
             fail(f"{where}: field 'task_id' is missing or not a string")
@@ -164,6 +166,8 @@ def load_replies(path: Path) -> list[StoredReply]:
         warn(torn_warning(path, torn))
     if dups.note():
         warn(dups.note())
+    for note in suites.notes():
+        warn(note)
     return replies
 
 

@@ -128,6 +128,7 @@ def from_log(path: Path, log: Any) -> Imported:
         usage = records[0]["usage"]
         got.replies.append({
             "reply_id": rid, "task_id": meta["task_id"], "contract": contract, "draw": draw,
+            "suite": records[0].get("suite", "public"), "userland": records[0].get("userland", "gnu"),
             "config": identity["config"], "reply": reply.stored_text(contract),
             "tool_calls": [c.model_dump(mode="json") for c in reply.tool_calls],
             "command": score.metadata.get("command", reply.extraction.command), "extraction": extraction,
