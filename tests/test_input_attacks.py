@@ -171,6 +171,25 @@ def test_an_oversized_task_file_is_refused_before_it_is_read(tmp_path: Path) -> 
     one_error(qb("tasks", "list", "--suite", str(suite)), str(big), "larger than")
 
 
+def test_a_command_file_that_is_a_fifo_or_dev_zero_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "cmd"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        r = qb("exec", "--task", "file-write/control", "--transport", "raw", "--command-file", path, timeout=30)
+        one_error(r, path, "not a regular file")
+
+
+def test_tasks_generate_never_waits_on_a_fifo_in_its_out_directory(tmp_path: Path) -> None:
+    first = qb("tasks", "generate", "--seed", "fifo-1", "--out", str(tmp_path / "a"), "--json")
+    assert first.returncode == 0, first.stderr
+    out = tmp_path / "b"
+    out.mkdir()
+    for p in (tmp_path / "a").iterdir():
+        os.mkfifo(out / p.name)
+    r = qb("tasks", "generate", "--seed", "fifo-1", "--out", str(out), timeout=30)
+    one_error(r, str(out), "not empty and not this suite")
+
+
 # ---------------------------------------------------------------- 2. special files as JSONL inputs
 
 
