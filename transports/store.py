@@ -94,6 +94,11 @@ def loads(text: bytes | str) -> Any:
     nested deeper than :data:`MAX_DEPTH`, never a RecursionError. Every JSON read of input goes here."""
     if too_deep(text):
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return _json(text)
+
+
+def _json(text: bytes | str) -> Any:
+    """``json.loads`` of text whose depth was checked; any failure is a one-line ``ValueError``."""
     try:
         return json.loads(text)
     except RecursionError:  # a limit lower than ours (a deep stack already): still one line
@@ -116,7 +121,7 @@ def parse_line(raw: bytes, *, surrogates: bool = False) -> Any:
         text = raw.decode("utf-8", errors="surrogateescape" if surrogates else "strict")
     except UnicodeDecodeError as e:
         raise ValueError(f"not valid UTF-8 at byte {e.start}") from None
-    return loads(text)
+    return _json(text)
 
 
 def open_jsonl(path: str | os.PathLike[str], *, follow: bool = True) -> BinaryIO:
