@@ -107,9 +107,12 @@ def config_key(provider: Provider) -> str:
 def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
     """The replies.jsonl line: ``key`` identifies the work (resume), ``reply_id`` the reply (the store's own
     id for a replayed reply, else the key)."""
+    from transports.sandbox import default_userland
+
     ext = gen.extract(contract)
     return {
         "reply_id": gen.reply_id or key, "key": key, "task_id": task.id, "contract": contract, "draw": draw,
+        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (reply_store)
         "config": provider.config.model_dump(mode="json"),
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
@@ -133,7 +136,7 @@ def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
     """Stored replies by work key (lines written before keys existed are keyed by their reply_id)."""
     replies: dict[str, dict[str, Any]] = {}
     if path.exists():
-        for obj in read_jsonl(path, warn=None):  # a torn last line: the writer removes it, saying so
+        for obj in read_jsonl(path, warn=None, follow=False):  # a torn last line: the writer removes it, saying so
             rid = obj.get("reply_id")
             key = obj.get("key", rid)
             if isinstance(rid, str) and isinstance(key, str) and key not in replies \
@@ -142,12 +145,18 @@ def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
     return replies
 
 
+CAMPAIGN_FILES = ("replies.jsonl", "results.jsonl", "errors.jsonl")
+
+
 def check_resume_files(out: Path) -> None:
     """Read the files a rerun resumes from, so that a bad line in them is refused (:class:`StoreError`, one
-    line naming the file and line) before anything starts; a torn last line is left to the writer."""
-    for name in ("replies.jsonl", "results.jsonl"):
-        if (out / name).is_file():
-            for _ in read_jsonl(out / name, warn=None):
+    line naming the file and line) before anything starts; a torn last line is left to the writer.
+
+    A campaign directory may come from elsewhere: each of its files must be a regular file in it, never a
+    symlink (appending through one would write outside the directory) nor a FIFO or device."""
+    for name in CAMPAIGN_FILES:
+        if os.path.lexists(out / name):
+            for _ in read_jsonl(out / name, warn=None, follow=False):
                 pass
 
 
@@ -178,7 +187,7 @@ class Campaign:
         replies = _load_replies(self.out / "replies.jsonl")
         label = self.provider.config.label
         done = {_done_key(_label(r.get("config")), r, r.get("transport"))
-                for r in read_jsonl(self.out / "results.jsonl", warn=None)
+                for r in read_jsonl(self.out / "results.jsonl", warn=None, follow=False)
                 if same_axes(r, self.plan)} if (self.out / "results.jsonl").exists() else set()
         key = config_key(self.provider)
         work = [(t, c, d, reply_id_for(key, task_key(t), c, d))
@@ -196,8 +205,9 @@ class Campaign:
             native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
         try:
             tools = await native.tools() if native else []
-            with JsonlWriter(self.out / "replies.jsonl") as rw, JsonlWriter(self.out / "results.jsonl") as res, \
-                    JsonlWriter(self.out / "errors.jsonl") as errw:
+            with JsonlWriter(self.out / "replies.jsonl", follow=False) as rw, \
+                    JsonlWriter(self.out / "results.jsonl", follow=False) as res, \
+                    JsonlWriter(self.out / "errors.jsonl", follow=False) as errw:
                 async def one(task: Task, contract: str, draw: int, rid: str) -> None:
                     stored = replies.get(rid)
                     if stored is None:

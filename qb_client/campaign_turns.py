@@ -48,7 +48,7 @@ async def run_chains(c: "Campaign") -> None:
 
     plan, label = c.plan, c.provider.config.label
     results = c.out / "results.jsonl"
-    done = {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(results, warn=None)
+    done = {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(results, warn=None, follow=False)
             if same_axes(r, plan) and _label(r.get("config")) == label} if results.exists() else set()
     key = config_key(c.provider)
     work = [(t, con, d, tr, chain_id(key, task_key(t), con, d, tr))
@@ -65,7 +65,7 @@ async def run_chains(c: "Campaign") -> None:
         native = await NativeExecutor(plan.transports, plan.server_url).__aenter__()
     try:
         tools = await native.tools() if native else []
-        with JsonlWriter(results) as res, JsonlWriter(c.out / "errors.jsonl") as errw:
+        with JsonlWriter(results, follow=False) as res, JsonlWriter(c.out / "errors.jsonl", follow=False) as errw:
             async def one(task: Task, contract: str, draw: int, transport: str, cid: str) -> None:
                 where = {"stage": "chain", "task_id": task.id, "contract": contract, "transport": transport,
                          "draw": draw, "reply_id": cid}

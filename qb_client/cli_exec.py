@@ -25,10 +25,19 @@ from .console import fail, out, print_json
 from .exec_view import compare_table, record_view
 
 
+MAX_COMMAND_FILE = 8 << 20
+"""The largest ``--command-file`` read (a command over 128 KiB cannot be one program argument anyway)."""
+
+
 def read_command_file(path: Path) -> str:
-    """The file verbatim (no stripping); invalid UTF-8 or a NUL byte is bad input."""
+    """The file verbatim (no stripping); invalid UTF-8 or a NUL byte is bad input. It must be a regular file
+    (a FIFO would block, ``/dev/zero`` never ends) of at most :data:`MAX_COMMAND_FILE` bytes."""
+    from tasks.safefs import UnsafeRead, read_input
+
     try:
-        data = path.read_bytes()
+        data = read_input(path, MAX_COMMAND_FILE)
+    except UnsafeRead as e:
+        fail(str(e))
     except OSError as e:
         fail(f"{path}: cannot read: {e.strerror or e}")
     nul = data.find(b"\0")

@@ -20,6 +20,12 @@ USERLAND_OPT = typer.Option("gnu", "--userland", metavar="gnu|busybox|uutils",
                                  "uutils: the Rust coreutils, with GNU sed, grep, find).")
 
 
+ALLOW_SUITE_MISMATCH_OPT = typer.Option(
+    False, "--allow-suite-mismatch",
+    help="Score a reply store's replies made on another suite (its lines' 'suite') against the active --suite "
+         "anyway; without it such a store is refused, naming both suite ids.")
+
+
 def apply_suite(value: str) -> str:
     """Make ``value`` the active suite; its id. A bad directory or family file is one line, exit 2."""
     from tasks.load import select_suite

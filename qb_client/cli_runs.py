@@ -14,7 +14,8 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .cli_app import JSON_OPT, app
-from .cli_options import SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout, apply_userland
+from .cli_options import (ALLOW_SUITE_MISMATCH_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout,
+                          apply_userland)
 from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
 
 
@@ -139,6 +140,7 @@ def replay_cmd(
     as_json: bool = JSON_OPT,
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
+    allow_mismatch: bool = ALLOW_SUITE_MISMATCH_OPT,
 ) -> None:
     """Fixed-reply replay: every stored reply through every transport (summary: one row per config)."""
     import time
@@ -146,16 +148,19 @@ def replay_cmd(
     from transports.store import read_jsonl
 
     from .replay import done_keys, is_harness_error, load_replies, replay, same_axes
+    from .reply_store import allow_suite_mismatch
 
     apply_suite(suite_opt)
     apply_userland(userland)
     apply_timeout(timeout)
+    allow_suite_mismatch(allow_mismatch)
     names = parse_list(transports)
     check_output_file("--out", out_path)
+    done = done_keys(out_path)  # a bad --out file is refused before the store's notes are printed
     stored = load_replies(replies)
     keys = {(r.reply_id, t) for r in stored for t in names}
     total = len(keys)
-    already = len(keys & done_keys(out_path))
+    already = len(keys & done)
     start = time.perf_counter()
     if already == total:
         message(f"nothing to do: {total} results already in {out_path}")
@@ -189,12 +194,12 @@ def replay_cmd(
 
 
 def parse_params(text: Optional[str]) -> dict:
-    import json
+    from transports.store import loads
 
     if not text:
         return {}
     try:
-        params = json.loads(text)
+        params = loads(text)
     except ValueError as e:
         fail(f"--params: not valid JSON ({e})")
     if not isinstance(params, dict):
@@ -235,14 +240,18 @@ def run_cmd(
     as_json: bool = JSON_OPT,
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
+    allow_mismatch: bool = ALLOW_SUITE_MISMATCH_OPT,
 ) -> None:
     """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out.
     With --turns K > 1: one chain of up to K actions per task, contract, draw and transport."""
     import time
 
+    from .reply_store import allow_suite_mismatch
+
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)
     apply_timeout(exec_timeout, "--exec-timeout")
+    allow_suite_mismatch(allow_mismatch)
 
     from transports.sandbox import isolation_refusal
 
@@ -301,7 +310,7 @@ def run_cmd(
     errors = [e for o in outcomes for e in o.errors]
     from .report.load import config_label
 
-    results = [r for r in read_jsonl(out_dir / "results.jsonl")
+    results = [r for r in read_jsonl(out_dir / "results.jsonl", follow=False)
                if isinstance(r.get("config"), dict) and config_label(r["config"]) in labels
                and (r.get("suite", "public"), r.get("userland", "gnu")) == (suite_id, userland)]
     doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),

@@ -27,6 +27,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.schema import Task
+from transports.store import loads
 
 PROMPT_VERSION = "p1"
 """Bump on any change to the templates, the tool spec or the extraction rule below."""
@@ -269,7 +270,7 @@ def extract_tool_call(tool_calls: Sequence[ToolCall]) -> Extraction:
     if call.kind == "shell_call":
         return _extract_shell_call(call)
     try:
-        args = json.loads(call.arguments)
+        args = loads(call.arguments)
     except ValueError as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         return Extraction(command=None, method="tool-call",
@@ -291,7 +292,7 @@ def _extract_shell_call(call: ToolCall) -> Extraction:
     """An OpenAI shell call: R is its first command; all of them are kept, to run in order."""
     where = f"shell call '{call.id}'"
     try:
-        action = json.loads(call.arguments)
+        action = loads(call.arguments)
     except ValueError:
         return Extraction(command=None, method="tool-call", error=f"{where}: its action is not valid JSON")
     commands = action.get("commands") if isinstance(action, dict) else None

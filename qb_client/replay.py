@@ -42,11 +42,11 @@ from transports.base import Delivery
 from transports.execute import build_record, execute, no_command_record
 from transports.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
-from transports.store import JsonlWriter, read_jsonl
+from transports.store import JsonlWriter, loads, read_jsonl
 
 from .console import fail
-from .reply_store import Duplicates, no_replies, store_lines, torn_warning, warn
 from .limits import command_limits
+from .reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -73,7 +73,7 @@ def _is_envelope(reply: str | None) -> bool:
     if not reply:
         return False
     try:
-        value = json.loads(reply)
+        value = loads(reply)
     except ValueError:
         return False
     return isinstance(value, dict) and "tool_calls" in value
@@ -85,10 +85,12 @@ def load_replies(path: Path) -> list[StoredReply]:
     replies = []
     torn: list[int] = []
     dups = Duplicates(path)
+    suites = SuiteCheck(path)
     for n, obj in store_lines(path, torn):
         where = f"{path}: line {n}"
         if not isinstance(obj, dict):
             fail(f"{where}: not a JSON object")
+        suites.check(n, obj)
         task_id = obj.get("task_id")
         if not isinstance(task_id, str):
             fail(f"{where}: field 'task_id' is missing or not a string")
@@ -165,6 +167,8 @@ def load_replies(path: Path) -> list[StoredReply]:
         warn(torn_warning(path, torn))
     if dups.note():
         warn(dups.note())
+    for note in suites.notes():
+        warn(note)
     return replies
 
 

@@ -13,6 +13,17 @@ note on stderr counting them. A line that shares a key with an earlier line
 but differs from it is refused, naming both lines: which of the two is the
 reply cannot be guessed; give each its own ``draw`` (or ``reply_id``) or
 remove one.
+
+Suite: a store records the suite each reply was made on (``suite``, and the
+``userland``). Task ids are the same in every suite, so a store made on a
+generated suite and replayed without its ``--suite`` used to be scored,
+silently, against the public one (0/56 everywhere). A line whose ``suite`` is
+not the active suite is refused, naming both ids, unless the user says
+``--allow-suite-mismatch`` (then one note counts them). A line without
+``suite`` (a store written before stores recorded it, or by hand) is scored on
+the active suite, with one note. The userland is not checked: replaying one
+reply under another userland is a comparison the design makes on purpose, and
+each record says which userland it ran under.
 """
 
 from __future__ import annotations
@@ -23,6 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from transports.store import StoreError, jsonl_values, torn_note
+
+
+ALLOW_FLAG = "--allow-suite-mismatch"
+_allow: list[bool] = [False]
+
+
+def allow_suite_mismatch(allow: bool) -> None:
+    """``--allow-suite-mismatch``: score replies made on another suite against the active one (process-wide,
+    like ``--suite``)."""
+    _allow[:] = [allow]
 
 
 def warn(message: str) -> None:
@@ -84,3 +105,45 @@ class Duplicates:
         shown = ", ".join(f"{n} (= line {first})" for n, first in self.dropped[:5])
         more = " ..." if len(self.dropped) > 5 else ""
         return f"{self.path}: dropped {len(self.dropped)} line(s) repeating an earlier line exactly: {shown}{more}"
+
+
+class SuiteCheck:
+    """Applies the suite rule of the module docstring, line by line."""
+
+    def __init__(self, path: Path, active: str | None = None) -> None:
+        if active is None:
+            from tasks.load import suite
+
+            active = suite()[0].suite
+        self.path = path
+        self.active = active
+        self.unlabelled = 0
+        self.others: dict[str, int] = {}
+
+    def check(self, n: int, obj: dict[str, Any]) -> None:
+        """Line ``n`` may be scored on the active suite, or :class:`StoreError` (one line, both suite ids)."""
+        made_on = obj.get("suite")
+        if made_on is None:
+            self.unlabelled += 1
+            return
+        if not isinstance(made_on, str) or not made_on:
+            raise StoreError(f"{self.path}: line {n}: field 'suite' is not a suite id")
+        if made_on == self.active:
+            return
+        if not _allow[0]:
+            raise StoreError(f"{self.path}: line {n}: made on suite {made_on}, but the active suite is "
+                             f"{self.active}; give --suite with that suite's directory, or {ALLOW_FLAG} to "
+                             f"score it on {self.active} anyway")
+        self.others[made_on] = self.others.get(made_on, 0) + 1
+
+    def notes(self) -> list[str]:
+        """The stderr notes: lines without a suite id; lines scored on another suite (allowed)."""
+        out = []
+        if self.unlabelled:
+            out.append(f"{self.path}: {self.unlabelled} line(s) carry no suite id (written before stores recorded "
+                       f"one); scored on the active suite {self.active}")
+        if self.others:
+            made = ", ".join(f"{k} ({v})" for k, v in sorted(self.others.items()))
+            out.append(f"{self.path}: replies made on suite {made} are scored on suite {self.active} "
+                       f"({ALLOW_FLAG})")
+        return out

@@ -23,7 +23,6 @@ Live servers
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from transports.record import Record
-from transports.store import JsonlWriter
+from transports.store import JsonlWriter, jsonl_values
 
 UNFINISHED = "session-end: unfinished: the server stopped without ending it"
 _ID = re.compile(r"^(mcp-.+-[0-9a-f]{8})-(?:(\d+)|session-end(?:-\d+)?)$")
@@ -63,25 +62,23 @@ class RecordLock:
 
 def open_sessions(path: str | os.PathLike[str]) -> dict[str, tuple[dict[str, Any], int]]:
     """``{session prefix: (its last call, how many ends it already has)}`` for sessions with calls after
-    their last end. Lines that are not server records (or not JSON: a torn tail) are passed over."""
+    their last end. Lines that are not server records are passed over; the file is read by the rule of
+    :mod:`transports.store` (a torn last line skipped; a line that is not JSON, too long or nested too
+    deep is :class:`~transports.store.StoreError`, one line naming the file and line: the server does
+    not start on a file it cannot read)."""
     last: dict[str, dict[str, Any]] = {}
     ends: dict[str, int] = {}
-    with open(path, "rb") as fh:
-        for raw in fh:
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            rid = obj.get("reply_id") if isinstance(obj, dict) else None
-            m = _ID.match(rid) if isinstance(rid, str) else None
-            if m is None:
-                continue
-            prefix = m.group(1)
-            if m.group(2) is not None:
-                last[prefix] = obj
-            else:
-                ends[prefix] = ends.get(prefix, 0) + 1
-                last.pop(prefix, None)
+    for _, obj in jsonl_values(path):
+        rid = obj.get("reply_id") if isinstance(obj, dict) else None
+        m = _ID.match(rid) if isinstance(rid, str) else None
+        if m is None:
+            continue
+        prefix = m.group(1)
+        if m.group(2) is not None:
+            last[prefix] = obj
+        else:
+            ends[prefix] = ends.get(prefix, 0) + 1
+            last.pop(prefix, None)
     return {p: (call, ends.get(p, 0)) for p, call in last.items()}
 
 

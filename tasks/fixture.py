@@ -17,8 +17,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .load import TOOLS_DIR
-from .schema import Fixture, FixtureFile, GitRepo
+from .load import MAX_TOOL, TOOLS_DIR
+from .safefs import read_under
+from .schema import Fixture, FixtureFile, GitRepo, relative_path
 
 GIT_NAME = "QuoteBench Fixture"
 GIT_EMAIL = "fixture@quotebench.invalid"
@@ -47,9 +48,12 @@ def git_env(home: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def file_bytes(f: FixtureFile) -> bytes:
-    """The exact bytes a fixture file must hold."""
+    """The exact bytes a fixture file must hold: a ``source``'s were read when its family file was loaded
+    (inside the suite's directory or ``tasks/tools``, checked); a fixture made in code reads ``tasks/tools``."""
     if f.source is not None:
-        return (TOOLS_DIR / f.source).read_bytes()
+        if f._data is not None:
+            return f._data
+        return read_under(TOOLS_DIR, relative_path(f.source), MAX_TOOL)
     return (f.text or "").encode("utf-8")
 
 

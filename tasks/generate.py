@@ -33,6 +33,7 @@ from . import gen_files, gen_programs
 from .gen_quote import disclose
 from .gen_toml import table
 from .load import FAMILIES_DIR, FAMILY_ORDER, load_suite
+from .safefs import read_capped
 from .schema import TIERS
 from .suiteid import MANIFEST, content_digest
 
@@ -135,6 +136,14 @@ class OutputError(ValueError):
     """The output directory cannot take the suite; one line naming it."""
 
 
+def _holds(out: Path, name: str, text: str) -> bool:
+    """Whether ``out/name`` is a regular file (no link, FIFO or device: never opened) holding exactly ``text``."""
+    try:
+        return read_capped(out / name, 1 << 20) == text.encode()
+    except OSError:  # UnsafeRead included: not this suite
+        return False
+
+
 def write(seed: str, out: Path) -> str:
     """Write the suite into ``out`` (made if missing; its parent must exist) and return its id.
 
@@ -147,7 +156,7 @@ def write(seed: str, out: Path) -> str:
         raise OutputError(f"--out {out}: the directory {out.parent} does not exist (create it first)")
     if out.is_dir():
         present = sorted(p.name for p in out.iterdir())
-        if present and (present != sorted(files) or any((out / n).read_bytes() != t.encode() for n, t in files.items())):
+        if present and (present != sorted(files) or not all(_holds(out, n, t) for n, t in files.items())):
             raise OutputError(f"--out {out}: not empty and not this suite; give an empty or new directory")
     out.mkdir(exist_ok=True)
     for name in sorted(files):

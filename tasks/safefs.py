@@ -23,7 +23,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -121,10 +121,14 @@ def _read_fd(fd: int, cap: int, shown: str) -> bytes:
     return data
 
 
-def _read_at(dir_fd: int, name: str, cap: int, shown: str) -> bytes:
-    """Read a regular file ``name`` in ``dir_fd``: identified through O_PATH first, so a FIFO or a
-    device is never opened for reading, then reopened through /proc (the very same inode)."""
-    pfd = os.open(name, _PATH, dir_fd=dir_fd)
+def _open_regular_at(dir_fd: int | None, name: str | os.PathLike[str], cap: int, shown: str,
+                     follow: bool = False) -> int:
+    """A read fd for the regular file ``name`` (in ``dir_fd``): identified through O_PATH first, so a
+    FIFO or a device is never opened for reading (opening one can block, or act), then reopened
+    through /proc (the very same inode). ``follow``: a symlink as the last component is followed
+    (to a regular file only); otherwise it is refused. Over ``cap`` bytes is refused before reading."""
+    pfd = os.open(name, (_PATH & ~os.O_NOFOLLOW) if follow else _PATH,
+                  **({"dir_fd": dir_fd} if dir_fd is not None else {}))
     try:
         st = os.fstat(pfd)
         if not stat.S_ISREG(st.st_mode):
@@ -134,17 +138,24 @@ def _read_at(dir_fd: int, name: str, cap: int, shown: str) -> bytes:
         try:
             fd = os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
         except FileNotFoundError:  # no /proc: open by name, then make sure it is the same inode
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY,
-                         dir_fd=dir_fd)
-        try:
-            st2 = os.fstat(fd)
-            if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(st2.st_mode):
-                raise UnsafeRead(f"{shown}: changed while being read")
-            return _read_fd(fd, cap, shown)
-        finally:
+            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
+            fd = os.open(name, flags, **({"dir_fd": dir_fd} if dir_fd is not None else {}))
+        st2 = os.fstat(fd)
+        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(st2.st_mode):
             os.close(fd)
+            raise UnsafeRead(f"{shown}: changed while being read")
+        return fd
     finally:
         os.close(pfd)
+
+
+def _read_at(dir_fd: int, name: str, cap: int, shown: str) -> bytes:
+    """Read a regular file ``name`` in ``dir_fd`` (see :func:`_open_regular_at`), at most ``cap`` bytes."""
+    fd = _open_regular_at(dir_fd, name, cap, shown)
+    try:
+        return _read_fd(fd, cap, shown)
+    finally:
+        os.close(fd)
 
 
 def read_capped(path: Path, cap: int) -> bytes:
@@ -155,6 +166,43 @@ def read_capped(path: Path, cap: int) -> bytes:
         return _read_at(parent, path.name, cap, str(path))
     finally:
         os.close(parent)
+
+
+def open_input(path: Path, cap: int, *, follow: bool = True) -> BinaryIO:
+    """``path``, a file given to the harness (a reply store, a results file, a log), open for reading.
+
+    Input files are hostile too: a FIFO would block the reader, ``/dev/zero`` never ends, a file of
+    many GiB exhausts memory. So ``path`` must be a regular file of at most ``cap`` bytes, checked
+    before anything is read (:class:`UnsafeRead` otherwise, one line naming it). With ``follow`` (a
+    path the user named) a symlink as its last component is followed to a regular file; without (a
+    file found inside a directory the user named) a symlink is refused, so nothing leads out of that
+    directory. A missing file is FileNotFoundError."""
+    fd = _open_regular_at(None, path, cap, str(path), follow=follow)
+    return os.fdopen(fd, "rb")
+
+
+def read_input(path: Path, cap: int, *, follow: bool = True) -> bytes:
+    """The whole of the input file ``path`` (see :func:`open_input`), at most ``cap`` bytes."""
+    with open_input(path, cap, follow=follow) as fh:
+        return _read_fd(fh.fileno(), cap, str(path))
+
+
+def list_regular(directory: Path, pattern: str) -> list[Path]:
+    """The entries of ``directory`` whose names match the glob ``pattern``, sorted, each one checked to be
+    a regular file (never a symlink, FIFO, device or directory: :class:`UnsafeRead` naming it), without
+    opening any of them. The directory's own last component may be a link (the user named it)."""
+    import fnmatch
+
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        names = sorted(e for e in os.listdir(fd) if fnmatch.fnmatchcase(e, pattern))
+        for name in names:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafeRead(f"{directory / name}: is {kind_of(st.st_mode)}, not a regular file")
+        return [directory / n for n in names]
+    finally:
+        os.close(fd)
 
 
 def read_under(root: Path, rel: str, cap: int) -> bytes:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 
 import os
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 TIERS: tuple[str, ...] = ("control", "h1", "h2", "h3")
 
@@ -62,6 +62,8 @@ class FixtureFile(_Strict):
     text: str | None = None
     source: str | None = None
     mode: int = 0o644
+    _data: bytes | None = PrivateAttr(default=None)
+    """The bytes of ``source``, read once and checked when the family file is loaded (:func:`tasks.load.source_bytes`)."""
 
 
 class GitCommit(_Strict):

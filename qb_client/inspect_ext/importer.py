@@ -22,6 +22,7 @@ evals of one model, is refused like a reply store refuses it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,14 @@ def read_log(path: Path) -> Any:
     """The whole log, by Inspect's own reader; anything it cannot read is bad input naming the file."""
     from inspect_ai.log import read_eval_log
 
-    if not path.is_file():
-        raise BadInput(f"{path}: no such log file")
+    from .logcheck import LogTooLarge, check_log
+
+    try:
+        check_log(path)  # a FIFO, a device, a zip bomb: refused before Inspect inflates anything
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such log file") from None
+    except (LogTooLarge, OSError) as e:
+        raise BadInput(one_line(str(e))) from None
     try:
         log = read_eval_log(str(path), resolve_attachments=True)
     except Exception as e:  # noqa: BLE001 - a zip error, JSON, validation: all say the file is not a log
@@ -121,6 +128,7 @@ def from_log(path: Path, log: Any) -> Imported:
         usage = records[0]["usage"]
         got.replies.append({
             "reply_id": rid, "task_id": meta["task_id"], "contract": contract, "draw": draw,
+            "suite": records[0].get("suite", "public"), "userland": records[0].get("userland", "gnu"),
             "config": identity["config"], "reply": reply.stored_text(contract),
             "tool_calls": [c.model_dump(mode="json") for c in reply.tool_calls],
             "command": score.metadata.get("command", reply.extraction.command), "extraction": extraction,
@@ -140,7 +148,8 @@ def _key(line: dict[str, Any]) -> tuple[str, str, str, int]:
 
 def _existing(path: Path) -> list[dict[str, Any]]:
     try:
-        return [o for o in read_jsonl(path, warn=None) if isinstance(o, dict)] if path.exists() else []
+        return [o for o in read_jsonl(path, warn=None, follow=False) if isinstance(o, dict)] \
+            if os.path.lexists(path) else []
     except StoreError as e:
         raise BadInput(str(e)) from None
 
@@ -174,7 +183,8 @@ def import_logs(paths: list[Path], out: Path) -> Written:
                            f"{key[2]}, draw {key[3]} of config {key[0]}; import into a new --out directory")
     done = {(o.get("reply_id"), o.get("transport")) for o in _existing(out / "results.jsonl")}
     written = Written(notes=got.notes)
-    with JsonlWriter(out / "replies.jsonl") as rw, JsonlWriter(out / "results.jsonl") as res:
+    with JsonlWriter(out / "replies.jsonl", follow=False) as rw, \
+            JsonlWriter(out / "results.jsonl", follow=False) as res:
         seen_ids: set[str] = set()
         for line in got.replies:
             if line["reply_id"] in have_ids or line["reply_id"] in seen_ids:

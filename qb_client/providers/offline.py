@@ -112,16 +112,18 @@ class ReplayProvider:
         return f"ReplayProvider({str(self.path)!r})"
 
     def _read(self) -> list[tuple[int, StoredReply]]:
-        from ..reply_store import Duplicates, no_replies, store_lines, torn_warning
+        from ..reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning
 
         entries: list[tuple[int, StoredReply]] = []
         torn: list[int] = []
         dups = Duplicates(self.path)
+        suites = SuiteCheck(self.path)
         default_label = ConfigInfo(provider="replay", model=self.path.name).label
         for n, obj in store_lines(self.path, torn):
             where = f"{self.path}: line {n}"
             if not isinstance(obj, dict):
                 raise ValueError(f"{where}: not a JSON object")
+            suites.check(n, obj)
             try:
                 entry = StoredReply.model_validate(obj)
             except ValidationError as e:
@@ -139,7 +141,8 @@ class ReplayProvider:
                 entries.append((n, entry))
         if not entries:
             raise ValueError(no_replies(self.path, torn))
-        for message in ([torn_warning(self.path, torn)] if torn else []) + ([dups.note()] if dups.note() else []):
+        for message in ([torn_warning(self.path, torn)] if torn else []) + ([dups.note()] if dups.note() else []) \
+                + suites.notes():
             if message not in _WARNED:  # once per process, though an effort ladder reads the store per rung
                 _WARNED.add(message)
                 print(f"quotebench: warning: {message}", file=sys.stderr)

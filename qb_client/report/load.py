@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from transports.store import bad_line, is_torn, parse_line, torn_note
+from transports.store import StoreError, bad_line, is_torn, open_jsonl, parse_line, raw_lines, torn_note
 
 # SPEC.md "Record": the required fields. ``params`` and ``checks`` are checked
 # for presence only; the report reads the others and checks their types.
@@ -116,12 +116,15 @@ def read_results(path: str | os.PathLike[str], warn: Warn = _stderr) -> list[dic
     """The records of one results file, validated; see the module docstring for the rules."""
     name = os.fspath(path)
     try:
-        fh = open(name, "rb")
-    except OSError as e:
-        raise ReportInputError(f"{name}: cannot read: {e.strerror or e}") from None
+        return _read_results(name, warn)
+    except StoreError as e:  # not a regular file, over a cap
+        raise ReportInputError(str(e)) from None
+
+
+def _read_results(name: str, warn: Warn) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
-    with fh:
-        for n, raw in enumerate(fh, 1):
+    with open_jsonl(name) as fh:
+        for n, raw in raw_lines(fh, name):
             if not raw.strip():
                 continue
             try:
