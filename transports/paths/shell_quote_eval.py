@@ -49,7 +49,7 @@ import json
 import anyio
 
 from ..base import Delivery, check_command, run_program
-from ..components import NODE, Component
+from ..components import NODE, NPM, Component
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .npm_cache import MissingComponent, node_program, package_dir
@@ -59,7 +59,7 @@ PACKAGE = "shell-quote"
 VERSION = "1.8.3"
 """The release current when the tracker reports were filed (March 2026)."""
 SHELL_QUOTE = Component(PACKAGE, "npm", PACKAGE, version=VERSION,
-                        note="installed into the per-user npm cache (quotebench components install)")
+                        note="the library the route re-tokenises with, pinned")
 
 REBUILD_JS = r"""
 const sq = require(process.argv[1] + '/node_modules/shell-quote');
@@ -102,7 +102,7 @@ class ShellQuoteEval(Route):
     source = ("anthropics/claude-code #7387 (${VAR} expanded by shell-quote when a pipe is present; ran rm -rf /*), "
               "#32879 (brace groups, heredoc markers, $$ mangled), #32487 (tokens re-quoted one by one)")
     component = f"node + npm shell-quote@{VERSION} parse() and the harness's rebuild, then bash -c"
-    route_needs = (NODE, SHELL_QUOTE)
+    route_needs = (NODE, SHELL_QUOTE, NPM)
     fix_needs = ()  # the fix never re-tokenises: bash alone
 
     def __init__(self, safe: bool = False, shell: Shell = DEFAULT) -> None:
