@@ -65,15 +65,22 @@ def _inspect_ai() -> bool:
 
 def _shell_quote() -> bool | str:
     """The npm shell-quote package of the shell-quote-eval path, installed into the cache on first use;
-    when it cannot be had, npm's own reason (installed once per session, like every component)."""
+    when it cannot be had, npm's own reason (tried once per session, like every component). The probe
+    does not wait out npm's retries of an unreachable registry (about 70 s): ``.ci/run`` installs the
+    package beforehand with ``quotebench components install``, which does."""
     from transports.components import MissingComponent
     from transports.paths.npm_cache import package_dir
     from transports.paths.shell_quote_eval import PACKAGE, VERSION
 
+    own = os.environ.get("npm_config_fetch_retries")
+    os.environ.setdefault("npm_config_fetch_retries", "0")
     try:
         package_dir(PACKAGE, VERSION)
     except MissingComponent as e:
         return str(e)
+    finally:
+        if own is None:
+            del os.environ["npm_config_fetch_retries"]
     return True
 
 
