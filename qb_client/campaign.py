@@ -7,7 +7,8 @@ Layout of ``--out DIR``:
   and ``quotebench replay`` read it back.
 * ``results.jsonl``: one record per (reply, transport).
 * ``errors.jsonl``: generations that failed after the provider's last retry
-  (HTTP errors, timeouts), executions whose MCP path failed, and any unexpected
+  (HTTP errors, timeouts), executions whose MCP path failed or whose path lacks a
+  component of this machine (``harness: ...``), and any unexpected
   exception in one generation or execution (one line each: ``stage``,
   ``task_id``, ``contract``, ``transport``, ``reply_id``, ``error`` =
   ``"Type: message"``). They are errors, never model failures; one of them never
@@ -271,6 +272,11 @@ class Campaign:
             self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
                                "transport": transport, "draw": stored.get("draw", 0),
                                "reply_id": stored.get("reply_id"), "error": _describe(e)})
+            return
+        if record.error:  # a component the path needs is missing: the harness's failure, retried on a rerun
+            self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
+                               "transport": transport, "draw": stored.get("draw", 0),
+                               "reply_id": stored.get("reply_id"), "error": record.error})
             return
         await anyio.to_thread.run_sync(res.write, record)  # fsynced: never on the loop timing the runs
         self.outcome.executed += 1

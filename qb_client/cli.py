@@ -20,7 +20,7 @@ from transports.registry import UnknownTransportError
 from transports.sandbox import SandboxError
 from transports.store import StoreError
 
-from . import cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
+from . import cli_components, cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
 from .cli_app import app
 from .cli_help import tidy
 from .console import BadInput, err, one_line

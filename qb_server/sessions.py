@@ -52,7 +52,7 @@ import anyio
 from tasks.schema import Task
 from tasks.validate import Verdict, validate
 from transports.base import Delivery, Transport
-from transports.execute import build_record, verdict_for
+from transports.execute import build_record, deliver, verdict_for
 from transports.record import ConfigInfo, Record, capped
 from transports.sandbox import Sandbox
 from transports.store import JsonlWriter
@@ -209,7 +209,7 @@ class SessionManager:
                 box = await self.ensure_sandbox(session)
                 step = "the delivery"
                 async with self.budget.run():
-                    delivery = await session.worker().call(step, self.call_bound_s, self.transport.deliver,
+                    delivery = await session.worker().call(step, self.call_bound_s, deliver, self.transport,
                                                            command, box)
                 step = "the verdict"
                 verdict = await session.worker().call(step, self.config.host_grace_s, verdict_for, session.task,

@@ -63,6 +63,27 @@ def _inspect_ai() -> bool:
         ep.name == "quotebench" for ep in entry_points(group="inspect_ai"))
 
 
+def _shell_quote() -> bool | str:
+    """The npm shell-quote package of the shell-quote-eval path, installed into the cache on first use;
+    when it cannot be had, npm's own reason (tried once per session, like every component). The probe
+    does not wait out npm's retries of an unreachable registry (about 70 s): ``.ci/run`` installs the
+    package beforehand with ``quotebench components install``, which does."""
+    from transports.components import MissingComponent
+    from transports.paths.npm_cache import package_dir
+    from transports.paths.shell_quote_eval import PACKAGE, VERSION
+
+    own = os.environ.get("npm_config_fetch_retries")
+    os.environ.setdefault("npm_config_fetch_retries", "0")
+    try:
+        package_dir(PACKAGE, VERSION)
+    except MissingComponent as e:
+        return str(e)
+    finally:
+        if own is None:
+            del os.environ["npm_config_fetch_retries"]
+    return True
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -74,7 +95,7 @@ def _program(name: str) -> Callable[[], bool]:
 PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "coreutils": "rust-coreutils", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
             "tmux": "tmux"}
 
-COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
+COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     **{name: (_program(name), f"{name} is not installed (Debian package: {pkg})") for name, pkg in PROGRAMS.items()},
     "memory-cgroup": (_memory_cgroup, "no writable memory cgroup (cgroup v1 memory hierarchy, or a delegated cgroup v2)"),
     "disk-cap": (_disk_cap, "the tmpfs disk cap needs root (or QB_NO_DISK_CAP is set)"),
@@ -82,9 +103,11 @@ COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
     "openssh": (_openssh, "the OpenSSH client (ssh) is not installed"),
     "root": (_root, "the tests run as an ordinary user (switching to another uid needs root)"),
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
+    "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
-_present: dict[str, bool] = {}
+_present: dict[str, bool | str] = {}
+"""component -> True, False, or why it is missing (a check that knows the cause returns it)."""
 
 
 def in_ci() -> bool:
@@ -97,12 +120,13 @@ def present(component: str) -> bool:
         raise KeyError(f"unknown component {component!r} (known: {', '.join(COMPONENTS)})")
     if component not in _present:
         _present[component] = COMPONENTS[component][0]()
-    return _present[component]
+    return _present[component] is True
 
 
 def _missing(component: str) -> None:
-    """Skip (locally) or fail (under CI=true) because ``component`` is missing."""
-    why = f"{MISSING}{component}: {COMPONENTS[component][1]}"
+    """Skip (locally) or fail (under CI=true) because ``component`` is missing, saying why."""
+    cause = _present.get(component)
+    why = f"{MISSING}{component}: {cause if isinstance(cause, str) else COMPONENTS[component][1]}"
     if in_ci():
         pytest.fail(f"{why} (CI=true: a missing component is a failure, not a skip)", pytrace=False)
     pytest.skip(why)

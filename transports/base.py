@@ -28,6 +28,9 @@ class Delivery:
     parse ran several commands, so the command did not arrive as one program, whatever
     ``received`` says (a shell run from R's own outer expansion can receive R itself);
     such a record is ``damaged``.
+    ``harness_error`` is one line naming a component of this machine the path needs and cannot get
+    (:mod:`transports.components`): nothing ran, and it is not the path's doing, so the record carries
+    it as its ``error`` (out of every rate), never as a transport error or damage.
     """
 
     received: str | None
@@ -35,6 +38,7 @@ class Delivery:
     transport_error: str | None = None
     received_note: str | None = None
     split: bool = False
+    harness_error: str | None = None
 
 
 @runtime_checkable

@@ -25,14 +25,30 @@ from tasks.schema import Task
 from tasks.validate import CheckResult, Verdict, validate
 
 from .base import Delivery, Transport
+from .components import missing
 from .record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
 from .sandbox import Limits, Sandbox, default_userland
 
 
+HARNESS = "harness"
+"""Prefix of a record's ``error`` when the harness, not the path, failed (``harness: ...``): out of every rate."""
+
+
+async def deliver(transport: Transport, command: str, box: Sandbox) -> Delivery:
+    """``transport.deliver``, unless a component it needs is missing (:func:`transports.components.missing`):
+    then nothing runs and the delivery carries a harness error. Every execution goes through here."""
+    why = await anyio.to_thread.run_sync(missing, transport)
+    if why is not None:
+        return Delivery(received=None, execution=None, harness_error=why)
+    return await transport.deliver(command, box)
+
+
 def verdict_for(task: Task, workdir: Path, delivery: Delivery) -> Verdict:
     """The verdict, never an exception: whatever a hostile final state makes the validator raise
     becomes a failed "harness" check naming it in one line, so the record is still written."""
+    if delivery.harness_error is not None:
+        return Verdict.failed(HARNESS, delivery.harness_error)
     if delivery.execution is None:
         return Verdict.failed("transport", delivery.transport_error or "nothing ran")
     try:
@@ -59,7 +75,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         shell=shell_of(transport_name), suite=task.suite, userland=userland or default_userland(),
         task_id=task.id, family=task.family, tier=task.tier, draw=draw,
         reply=reply_text, command=command, received=delivery.received, received_note=delivery.received_note,
-        damaged=delivery.received != command or delivery.split,
+        damaged=delivery.harness_error is None and (delivery.received != command or delivery.split),
         exit_code=ex.exit_code if ex else None,
         stdout=Output(text=ex.stdout.text, truncated=ex.stdout.truncated) if ex else Output(),
         stderr=Output(text=ex.stderr.text, truncated=ex.stderr.truncated) if ex else Output(),
@@ -72,7 +88,7 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         isolation=ex.isolation if ex else None,
         limit_hit=ex.limit_hit if ex else None,
         limits_applied=ex.limits_applied if ex else None,
-        error=error,
+        error=error or (f"{HARNESS}: {delivery.harness_error}" if delivery.harness_error is not None else None),
     )
 
 
@@ -81,7 +97,7 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
     """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
     t = get(transport) if isinstance(transport, str) else transport
     with await _create(task, limits) as box:
-        delivery = await t.deliver(command, box)
+        delivery = await deliver(t, command, box)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
     return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
 
@@ -101,7 +117,7 @@ async def chain(task: Task, transport: Transport | str, *, limits: Limits | None
     t = get(transport) if isinstance(transport, str) else transport
     with await _create(task, limits) as box:
         async def run(command: str) -> Record:
-            delivery = await t.deliver(command, box)
+            delivery = await deliver(t, command, box)
             verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
             return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
 

@@ -101,6 +101,7 @@ import anyio
 
 from .base import Delivery, check_command
 from .capture import find_boundary, program_identity
+from .components import ASYNCSSH, BASH, OPENSSH
 from .sandbox import ArgumentTooLong, Execution, Sandbox, Stream
 from .shells import DEFAULT, Shell
 from .ssh_client import UsageError, exec_request
@@ -157,6 +158,7 @@ class Ssh:
     source = ("OpenSSH ssh(1): the words after the destination are joined with spaces and run by the "
               "remote user's login shell (zsh on macOS since 10.15, per Apple's support note)")
     component = "OpenSSH client (local bash's parse) + embedded asyncssh server, then the final shell"
+    needs = (BASH, ASYNCSSH, OPENSSH)  # the local shell; the server; the client (optional: asyncssh's otherwise)
     sandboxed_runs = 2
     """Runs of the sandbox alive at once during one delivery (the client's and the server's), each under its
     own memory cap: what a server's host budget counts (:mod:`qb_server.budget`)."""

@@ -17,6 +17,7 @@ import shlex
 
 from ..base import Delivery
 from ..capture import InnerShell
+from ..components import BASH
 from ..sandbox import Sandbox
 from ..shells import SH
 from .route import Route
@@ -34,6 +35,7 @@ class DockerSh(Route):
     source = ("Docker CLI reference (docker container exec) and Kubernetes kubectl exec docs; "
               "the host shell's double-quote parse comes first")
     component = "bash (host shell) + dash as the container's /bin/sh"
+    route_needs = (BASH,)  # the host shell; the container's sh is the final shell
 
     def __init__(self, safe: bool = False) -> None:
         super().__init__("docker-sh", safe, SH, fix="quoted with shlex.quote for the host shell, then sh -c (the fix)",

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 
 from ..base import Delivery, check_command
+from ..components import PYYAML
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .gha_expr import ExpressionError, neutralise, substitute
@@ -95,6 +96,7 @@ class Gha(Route):
     source = ("GitHub docs: workflow syntax (jobs.<id>.steps[*].run, shell: no shell = bash -e {0}; "
               "custom shell 'bash {0}'), expressions (${{ }} substituted before the script is written)")
     component = "PyYAML (base loader) + the runner's ${{ }} substitution and script file, then bash -e FILE"
+    route_needs = (PYYAML,)
 
     def __init__(self, style: str, safe: bool = False, shell: Shell = DEFAULT) -> None:
         self.style = style

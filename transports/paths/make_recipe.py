@@ -41,6 +41,7 @@ import shutil
 
 from ..base import Delivery, check_command, run_program
 from ..capture import program_identity, received_from
+from ..components import BASH, MAKE
 from ..sandbox import SYSTEM_PATH, Sandbox
 from ..shells import SH
 from .route import Route
@@ -58,6 +59,7 @@ class MakeRecipe(Route):
     source = ("GNU make manual: 5.1 Recipe Syntax, 5.3 Recipe Execution (one /bin/sh per line), "
               "6.1 Variable References ($$ for $)")
     component = "GNU make (make -f FILE), each recipe line run by /bin/sh (dash)"
+    route_needs = (MAKE, BASH)  # bash starts make (the outer program)
 
     def __init__(self, safe: bool = False) -> None:
         super().__init__("make", safe, SH,

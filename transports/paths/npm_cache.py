@@ -13,7 +13,11 @@ Concurrency
 
 Failure
     Never a traceback: :class:`MissingComponent` carries one line naming what is missing (node, npm,
-    or the package and npm's last line of error output), which the path turns into a transport error.
+    or the package and npm's own reason), which becomes the record's harness ``error``
+    (:mod:`transports.components`), never a transport error. A failed install is remembered for the
+    rest of the process: npm retries an unreachable registry for about 70 s, and paying that again
+    for every execution made a replay block for minutes and say nothing new. ``quotebench components
+    install`` (``retry=True``) is the way to try again.
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .. import components
+from ..components import MissingComponent, Status
 from ..sandbox import SYSTEM_PATH
+
+__all__ = ["MissingComponent", "cache_root", "node_program", "npm_reason", "package_dir", "status"]
 
 INSTALL_TIMEOUT_S = 180
 
-
-class MissingComponent(RuntimeError):
-    """A program or package a path needs is not available; the message is one line naming it."""
+_failed: dict[Path, str] = {}
+"""prefix -> the one-line reason its install failed in this process (never retried but on request)."""
 
 
 def cache_root() -> Path:
@@ -42,7 +49,7 @@ def cache_root() -> Path:
 
 def node_program() -> str:
     """The node executable, or MissingComponent naming the Debian package."""
-    found = shutil.which("node", path=SYSTEM_PATH)
+    found = components.find_program("node")
     if found is None:
         raise MissingComponent("node is not installed (Debian package: nodejs; apt-get install nodejs)")
     return found
@@ -59,15 +66,31 @@ def _host_env() -> dict[str, str]:
 
 
 def npm_reason(stderr: str) -> str:
-    """npm's own reason for a failure (``npm error code ...``, ``ERR! ...``), not the line that points at
-    its debug log, which says nothing of the cause."""
+    """npm's own reason for a failure on one line: its error code and the line that says why
+    (``npm error code ECONNREFUSED: request to ... failed, reason: connect ECONNREFUSED ...``), never the
+    line pointing at its debug log, nor the stack, syscall and errno lines, which say nothing of the cause."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     useful = [ln for ln in lines if "complete log of this run" not in ln and not ln.endswith("-debug-0.log")]
-    for ln in useful:
-        if " code " in f" {ln} " or ln.startswith(("npm error code", "npm ERR! code")):
-            rest = [u for u in useful if u != ln]
-            return ln + (f" ({rest[0]})" if rest else "")
-    return (useful or lines or ["(no output)"])[0]
+    code = next((ln for ln in useful if ln.startswith(("npm error code ", "npm ERR! code "))), None)
+    said = [_npm_text(ln) for ln in useful if ln != code]
+    said = [t for t in said if t and not t.startswith(_NOISE)]
+    why = next((t for t in said if "reason:" in t), None) or (said[0] if said else None)
+    if code is None:
+        return why or (lines or ["(no output)"])[0]
+    return code + (f": {why}" if why else "")
+
+
+_NOISE = ("syscall ", "errno ", "at ", "{", "}", "code:", "errno:", "syscall:", "address:", "port:", "type:",
+          "requiredBy:", "If you are behind a proxy")
+
+
+def _npm_text(line: str) -> str:
+    """A line of npm's error output without its ``npm error`` / ``npm ERR!`` prefix; a FetchError's class
+    name is dropped too (its message is the reason)."""
+    for prefix in ("npm error", "npm ERR!"):
+        if line.startswith(prefix):
+            line = line[len(prefix):].strip()
+    return line.removeprefix("FetchError: ")
 
 
 def _installed_version(prefix: Path, package: str) -> str | None:
@@ -79,26 +102,62 @@ def _installed_version(prefix: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def package_dir(package: str, version: str) -> Path:
-    """The prefix holding ``node_modules/<package>`` at exactly ``version``; installed on first use."""
+def status(package: str, version: str) -> Status:
+    """Whether ``package@version`` is in the cache (and node there to run it), without installing."""
+    prefix = cache_root() / f"{package}@{version}"
+    if _installed_version(prefix, package) == version:
+        try:
+            node_program()
+        except MissingComponent as e:
+            return Status(False, f"installed in {prefix}, but {e}")
+        return Status(True, f"{version} in {prefix}")
+    if prefix in _failed:
+        return Status(False, _failed[prefix])
+    npm = "" if components.find_program("npm") else "; npm is not installed (Debian package: npm)"
+    return Status(False, f"not installed in {prefix} (quotebench components install {package}{npm})")
+
+
+def package_dir(package: str, version: str, *, retry: bool = False) -> Path:
+    """The prefix holding ``node_modules/<package>`` at exactly ``version``; installed on first use. A
+    failure is remembered: later calls in this process raise the same line at once, unless ``retry``."""
     prefix = cache_root() / f"{package}@{version}"
     if _installed_version(prefix, package) == version:
         return prefix
-    node_program()
-    npm = shutil.which("npm", path=SYSTEM_PATH)
-    if npm is None:
-        raise MissingComponent(f"npm is not installed, so {package}@{version} cannot be installed "
-                               "(Debian package: npm; apt-get install npm)")
+    if not retry and prefix in _failed:
+        raise MissingComponent(_failed[prefix])
     try:
-        prefix.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(prefix.parent / ".lock", "w")
-    except OSError as e:
-        raise MissingComponent(f"cannot create the npm cache {prefix.parent}: {e.strerror or e}") from None
+        node_program()
+        npm = components.find_program("npm")
+        if npm is None:
+            raise MissingComponent(f"npm is not installed, so {package}@{version} cannot be installed "
+                                   "(Debian package: npm; apt-get install npm)")
+        try:
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(prefix.parent / ".lock", "w")
+        except OSError as e:
+            raise MissingComponent(f"cannot create the npm cache {prefix.parent}: {e.strerror or e}") from None
+    except MissingComponent as e:
+        raise _remember(prefix, package, str(e), retry) from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _installed_version(prefix, package) == version:  # another process finished it meanwhile
             return prefix
-        return _install(npm, prefix, package, version)
+        if not retry and prefix in _failed:  # another thread of this process failed meanwhile
+            raise MissingComponent(_failed[prefix])
+        try:
+            done = _install(npm, prefix, package, version)
+        except MissingComponent as e:  # remembered before the lock is let go, so no thread tries again
+            raise _remember(prefix, package, str(e), retry) from None
+        _failed.pop(prefix, None)
+        return done
+
+
+def _remember(prefix: Path, package: str, why: str, retry: bool) -> MissingComponent:
+    """Remember that ``prefix`` could not be had (the error to raise); an automatic attempt says how to retry."""
+    if not retry:
+        why += f"; not retried in this process (quotebench components install {package} retries)"
+    _failed[prefix] = why
+    return MissingComponent(why)
 
 
 def _install(npm: str, prefix: Path, package: str, version: str) -> Path:

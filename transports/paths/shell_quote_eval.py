@@ -49,6 +49,7 @@ import json
 import anyio
 
 from ..base import Delivery, check_command, run_program
+from ..components import NODE, NPM, Component
 from ..sandbox import Sandbox
 from ..shells import DEFAULT, Shell
 from .npm_cache import MissingComponent, node_program, package_dir
@@ -57,6 +58,8 @@ from .route import Route
 PACKAGE = "shell-quote"
 VERSION = "1.8.3"
 """The release current when the tracker reports were filed (March 2026)."""
+SHELL_QUOTE = Component(PACKAGE, "npm", PACKAGE, version=VERSION,
+                        note="the library the route re-tokenises with, pinned")
 
 REBUILD_JS = r"""
 const sq = require(process.argv[1] + '/node_modules/shell-quote');
@@ -99,6 +102,8 @@ class ShellQuoteEval(Route):
     source = ("anthropics/claude-code #7387 (${VAR} expanded by shell-quote when a pipe is present; ran rm -rf /*), "
               "#32879 (brace groups, heredoc markers, $$ mangled), #32487 (tokens re-quoted one by one)")
     component = f"node + npm shell-quote@{VERSION} parse() and the harness's rebuild, then bash -c"
+    route_needs = (NODE, SHELL_QUOTE, NPM)
+    fix_needs = ()  # the fix never re-tokenises: bash alone
 
     def __init__(self, safe: bool = False, shell: Shell = DEFAULT) -> None:
         super().__init__("shell-quote-eval", safe, shell,
@@ -107,14 +112,12 @@ class ShellQuoteEval(Route):
                          "quotes and newlines dropped), tokens re-quoted and joined, then bash -c"))
 
     async def rebuild(self, command: str, sandbox: Sandbox) -> tuple[str | None, float, str | None]:
-        """(program handed to bash -c, node's ms, transport error): shell-quote run inside the sandbox."""
+        """(program handed to bash -c, node's ms, transport error): shell-quote run inside the sandbox.
+        MissingComponent when node or the package cannot be had."""
         if "|" not in command:
             return command, 0.0, None
-        try:
-            node = node_program()
-            prefix = await anyio.to_thread.run_sync(package_dir, PACKAGE, VERSION)  # npm install on first use
-        except MissingComponent as e:
-            return None, 0.0, f"{self.name}: {e}"
+        node = node_program()  # MissingComponent: a harness error (deliver)
+        prefix = await anyio.to_thread.run_sync(package_dir, PACKAGE, VERSION)  # npm install on first use
         inside = sandbox.mount_point(prefix, "qb-npm")
         ran = await sandbox.run([node, "-e", REBUILD_JS, inside], binds=((prefix, inside),),
                                 stdin=command.encode("utf-8"))
@@ -135,7 +138,10 @@ class ShellQuoteEval(Route):
             return Delivery(received=None, execution=None, transport_error=why)
         if self.safe:
             return await run_program(sandbox, self.shell.argv("-c", command), received=command)
-        program, parse_ms, error = await self.rebuild(command, sandbox)
+        try:
+            program, parse_ms, error = await self.rebuild(command, sandbox)
+        except MissingComponent as e:  # the machine's, not the route's: never a transport error
+            return Delivery(received=None, execution=None, harness_error=f"{self.name}: {e}")
         if program is None:
             return Delivery(received=None, execution=None, transport_error=error)
         delivery = await run_program(sandbox, self.shell.argv("-c", program), received=program)

