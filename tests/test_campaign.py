@@ -187,13 +187,22 @@ def test_native_contract_against_a_running_http_server(tmp_path: Path) -> None:
                 url = m.group(1)
                 break
         assert url, "the server did not print its address"
+        # several transports through one server: refused before any work, with one line that explains
         r = qb("run", "--model", "reference", "--contracts", "native", "--transports", "nested,raw",
+               "--tasks", "file-write/control,argv-pass/h2", "--server", url, "--out", str(tmp_path / "two"))
+        assert r.returncode == 2 and "serves the one transport it was started with" in r.stderr
+        assert r.stderr.count("\n") == 1 and "rerun" not in r.stderr and not (tmp_path / "two").exists()
+        # the transport the server runs: its records, damaged by the nested paste
+        r = qb("run", "--model", "reference", "--contracts", "native", "--transports", "nested",
                "--tasks", "file-write/control,argv-pass/h2", "--server", url, "--out", str(tmp_path))
         records = lines(tmp_path / "results.jsonl")
         assert [x["transport"] for x in records] == ["nested", "nested"]
         assert all(x["contract"] == "native" and x["config"]["provider"] == "reference" for x in records)
         assert not any(x["verdict"]["passed"] for x in records)  # raw solutions damaged by the nested server
-        assert r.returncode == 1 and "runs transport 'nested', not 'raw'" in r.stderr
+        # a single transport the server does not run: one line naming both
+        r = qb("run", "--model", "reference", "--contracts", "native", "--transports", "raw",
+               "--tasks", "file-write/control", "--server", url, "--out", str(tmp_path / "raw"))
+        assert r.returncode in (1, 2) and "runs transport 'nested', not 'raw'" in r.stderr
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(20)
@@ -341,7 +350,8 @@ def test_bad_server_and_out_are_one_line_errors_before_any_work(tmp_path: Path) 
     afile = tmp_path / "afile"
     afile.write_text("")
     cases = [
-        (["--contracts", "native", "--server", "http://127.0.0.1:1/mcp", "--out", str(tmp_path / "o1")],
+        (["--contracts", "native", "--transports", "raw", "--server", "http://127.0.0.1:1/mcp", "--out",
+          str(tmp_path / "o1")],
          "--server http://127.0.0.1:1/mcp: cannot use it as an MCP server"),
         (["--contracts", "raw", "--out", str(afile)], f"--out {afile}: exists and is not a directory"),
     ]
@@ -366,7 +376,7 @@ def test_a_server_without_control_is_a_one_line_error(tmp_path: Path) -> None:
                 break
         assert url, "the server did not print its address"
         r = qb("run", "--model", "reference", "--contracts", "native", "--tasks", "file-write/control",
-               "--server", url, "--out", str(tmp_path / "out"))
+               "--transports", "raw", "--server", url, "--out", str(tmp_path / "out"))
         assert r.returncode == 2 and "start it with `quotebench serve --control`" in r.stderr
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
         assert not (tmp_path / "out").exists()

@@ -234,7 +234,7 @@ def test_hostile_replies_are_judged_and_contained(tmp_path: Path) -> None:
     hostile = {
         "argv-pass/control": f"echo pwned > {marker}; touch {marker}2",  # outside the sandbox: not visible
         "argv-pass/h1": "yes quotebench | head -c 30000000",  # 30 MB of output
-        "argv-pass/h2": "(sleep 60 &) ; kill -9 $$",  # a survivor, and the shell killing itself
+        "argv-pass/h2": "(sleep 60 >/dev/null 2>&1 &) ; kill -9 $$",  # a survivor (output elsewhere), the shell killing itself
         "argv-pass/h3": "echo \"$(cat /etc/shadow)\" '\x00'",  # a NUL byte: nothing can run it
     }
     model, _ = scripted(lambda task, contract, tools: hostile[task.id])

@@ -153,7 +153,10 @@ def test_qb_no_bwrap_in_the_environment_runs_without_isolation_and_says_so_once(
     assert r.stderr == NO_BWRAP_WARNING
     # many sandboxes in one process: still one warning, and every record says none
     store = tmp_path / "replies.jsonl"
-    store.write_text("".join(json.dumps({"task_id": t, "command": "echo hello world > out.txt"}) + "\n"
+    from tasks.load import suite
+
+    store.write_text("".join(json.dumps({"task_id": t, "command": "echo hello world > out.txt",
+                                         "suite": suite()[0].suite}) + "\n"
                              for t in ("file-write/control", "file-write/h1", "file-write/h2")))
     out = tmp_path / "results.jsonl"
     r = qb("replay", str(store), "--transports", "raw,nested", "--out", str(out), "--json", env=env)

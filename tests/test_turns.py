@@ -91,7 +91,9 @@ def test_recovery_metrics_on_hand_made_chains() -> None:
 
 def test_turns_refuses_a_reply_store(tmp_path: Path) -> None:
     store = tmp_path / "s.jsonl"
-    store.write_text(json.dumps({"task_id": "file-write/control", "command": "true"}) + "\n")
+    from tasks.load import suite
+
+    store.write_text(json.dumps({"task_id": "file-write/control", "command": "true", "suite": suite()[0].suite}) + "\n")
     r = qb("run", "--model", f"replay:{store}", "--turns", "2", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "--turns 2: a reply store cannot answer a chain" in r.stderr

@@ -213,6 +213,7 @@ class Tracer:
         self.wrapped = wrapped
         self._wrapper: int | None = None  # the launcher's last program, when it wraps the command (see below)
         self._root: int | None = None     # the command's first program: its exit ends the run's main part
+        self._holder: int | None = None   # the last process found holding the run's output
         self._reader: int | None = None     # its pid: resumed with PTRACE_SYSCALL, every other with PTRACE_CONT
         self._entries: tuple[int, int, int] | None = None  # (nr, fd, buffer) at its last syscall entry
         self.trace = Trace()
@@ -256,28 +257,39 @@ class Tracer:
     def holds(self, pipes: frozenset[int], deadline: float) -> bool:
         """Whether a live process of the command (its first program's descendants, by fork, wherever
         they were reparented) still holds one of the ``pipes`` (inode numbers) open: read from the
-        kernel's ``/proc/PID/fd`` links, never from anything the command says. A check that reaches
-        ``deadline`` (time.monotonic) stops there and answers True: the caller's clock decides."""
+        kernel's ``/proc/PID/fd`` links, never from anything the command says. The last holder found is
+        looked at first, its standard descriptors first, so a run waiting on one background job costs a
+        few reads per check. A check that reaches ``deadline`` (time.monotonic) stops there and answers
+        True: the caller's clock decides."""
         if self._root is None:
             return False
         with self._lock:
             alive = set(self._alive)
-        for pid in alive:
+        order = sorted(alive, key=lambda p: p != self._holder)
+        for pid in order:
             if not self._descends(pid):
                 continue
+            if self._holding(pid, pipes, deadline):
+                self._holder = pid
+                return True
+        self._holder = None
+        return time.monotonic() >= deadline
+
+    def _holding(self, pid: int, pipes: frozenset[int], deadline: float) -> bool:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")[:4096]
+        except OSError:
+            return False
+        fds.sort(key=lambda fd: (len(fd), fd))  # 0, 1, 2 first: where a job's output usually is
+        for i, fd in enumerate(fds):
+            if i % 256 == 0 and time.monotonic() >= deadline:
+                return True
             try:
-                fds = os.listdir(f"/proc/{pid}/fd")[:4096]
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
             except OSError:
                 continue
-            for i, fd in enumerate(fds):
-                if i % 256 == 0 and time.monotonic() >= deadline:
-                    return True
-                try:
-                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if link.startswith("pipe:[") and int(link[6:-1]) in pipes:
-                    return True
+            if link.startswith("pipe:[") and int(link[6:-1]) in pipes:
+                return True
         return False
 
     def _descends(self, pid: int) -> bool:

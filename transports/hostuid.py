@@ -136,7 +136,7 @@ def temp_base() -> str | None:
             if not os.stat(p).st_mode & 0o001:
                 return "/tmp"
         except OSError:
-            return "/tmp"
+            return None  # gone: building there fails, and says so, rather than moving elsewhere unseen
     return None
 
 

@@ -101,9 +101,9 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 if time.monotonic() >= deadline:
                     expired.set()
                     break
-                # checks spaced by their own cost: a command with thousands of descriptors cannot keep a
-                # harness core busy with them
-                time.sleep(max(HOLDER_POLL_S, time.monotonic() - began))
+                # checks spaced by twice their own cost: a command with thousands of descriptors cannot
+                # keep a harness core busy with them
+                time.sleep(max(HOLDER_POLL_S, 2 * (time.monotonic() - began)))
         tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
         on_end()
         os.write(notify_w, b"x")
