@@ -345,6 +345,15 @@ def test_a_2xx_that_is_not_the_api_shape_is_an_error(server: FakeServer, kind: s
     assert "the response has no" in str(fail(p)) and len(server.seen) == 2
 
 
+def test_an_html_page_served_as_html_is_named_not_taken_for_an_empty_reply(server: FakeServer) -> None:
+    """A 200 HTML page (a proxy's or a web UI's, behind a wrong base URL) once read "the response has no
+    choices"."""
+    server.queue(Scripted(200, "<html><body>Welcome to the web UI</body></html>",
+                          headers={"content-type": "text/html; charset=utf-8"}))
+    message = str(fail(provider("openai-chat", server)))
+    assert "not JSON" in message and "Welcome to the web UI" in message and "no choices" not in message
+
+
 def _malformed(kind: str, what: str) -> dict[str, Any]:
     body = body_for(kind, "ls")
     if what == "usage":

@@ -227,3 +227,12 @@ def test_bad_usage_or_timing_in_a_store_is_one_line_at_load(tmp_path) -> None:
                                "--transports", "raw", "--out", str(out)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert f"{store}: line 1: {message}" in done.stderr and not out.exists()
+
+
+def test_report_given_a_reply_store_says_so(tmp_path: Path) -> None:
+    """A newcomer's ``report replies.jsonl`` once read "field 'run_id': missing"."""
+    store = tmp_path / "replies.jsonl"
+    store.write_text(json.dumps({"task_id": "file-write/control", "command": "echo hi > out.txt"}) + "\n")
+    r = qb("report", str(store))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "this is a reply store" in r.stderr and "quotebench replay" in r.stderr and "run_id" not in r.stderr

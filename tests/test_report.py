@@ -490,3 +490,17 @@ def test_exit_zero_wrong_says_what_it_counts():
     assert "transport errors, no tool call or no command - are left out" in text
     page = render_html(compute(tiny(), resamples=50))
     assert "of the failing executions in which a shell ran" in page and "are left out" in page
+
+
+def test_the_suite_and_userland_are_said_first_in_terminal_and_html() -> None:
+    """A single-suite report once named its suite nowhere; a private split must read as one."""
+    private = [dict(r, suite="private-1234abcd", userland="busybox") for r in tiny()]
+    doc = compute(private, resamples=50)
+    console = Console(record=True, width=400, file=io.StringIO())
+    render_terminal(doc, console)
+    assert "Suite private-1234abcd, userland busybox." in console.export_text()
+    assert "Suite private-1234abcd, userland busybox." in render_html(doc)
+    both = compute(tiny() + private, resamples=50)
+    console = Console(record=True, width=400, file=io.StringIO())
+    render_terminal(both, console)
+    assert "2 suite/userland combinations, never pooled." in console.export_text()

@@ -91,6 +91,10 @@ def split_think(content: str) -> tuple[str, str | None]:
 
 
 def _generation(resp: Any) -> Generation:
+    if isinstance(resp, (str, bytes)):  # the SDK hands back the text of a body that is not JSON
+        head = (resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp).strip()[:60]
+        raise MalformedResponse(f"the response is not JSON but text ({head!r}...): is the base URL an "
+                                "OpenAI-compatible API, ending in /v1?")
     choices = field(resp, "choices")
     if not choices:
         raise MalformedResponse("the response has no choices")

@@ -104,3 +104,12 @@ def transports_of(configs: list[dict[str, Any]]) -> list[str]:
     from .compute import TRANSPORT_ORDER, ordered
 
     return ordered({t for c in configs for row in c["contracts"].values() for t in row}, TRANSPORT_ORDER)
+
+
+def suites_line(configs: list[dict[str, Any]]) -> str:
+    """Which suite(s) and userland(s) the records were made on, said first: a private split scored on its
+    own suite reads differently from the public one."""
+    pairs = sorted({(str(c.get("suite") or "public"), str(c.get("userland") or "gnu")) for c in configs})
+    if len(pairs) == 1:
+        return f"Suite {pairs[0][0]}, userland {pairs[0][1]}. "
+    return f"{len(pairs)} suite/userland combinations, never pooled. "

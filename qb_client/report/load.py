@@ -65,6 +65,11 @@ def _typename(v: Any) -> str:
     return "null" if v is None else type(v).__name__
 
 
+def _is_reply(rec: dict[str, Any]) -> bool:
+    """A reply-store line (what ``replay`` reads): a task and a command or reply, and nothing judged."""
+    return "task_id" in rec and ("command" in rec or "reply" in rec) and "verdict" not in rec and "run_id" not in rec
+
+
 def _check(rec: dict[str, Any]) -> tuple[str, str] | None:
     """The first problem with a record as (field, problem), or None."""
     for f in REQUIRED:
@@ -137,6 +142,10 @@ def _read_results(name: str, warn: Warn) -> list[dict[str, Any]]:
             if not isinstance(obj, dict):
                 raise ReportInputError(f"{name}: line {n}: not a JSON object (got {_typename(obj)})")
             problem = _check(obj)
+            if problem and _is_reply(obj):
+                raise ReportInputError(f"{name}: line {n}: this is a reply store (replies, no verdicts), not a "
+                                       f"results file: replay it first (quotebench replay {name} --transports ... "
+                                       "--out results.jsonl), then report results.jsonl")
             if problem:
                 field, what = problem
                 raise ReportInputError(f"{name}: line {n}: field '{field}': {what}")

@@ -271,7 +271,8 @@ def render_html(doc: dict[str, Any]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>QuoteBench report</title><style>{CSS}</style></head><body><main>"
-            f'<header><h1>QuoteBench report</h1><p class="lede">{len(configs)} config(s) &middot; {n_rec} records &middot; '
+            f'<header><h1>QuoteBench report</h1><p class="lede">{escape(fmt.suites_line(configs))}'
+            f'{len(configs)} config(s) &middot; {n_rec} records &middot; '
             f'{n_err} error(s) (provider or harness) excluded from rates &middot; rates in %, differences in percentage points</p>'
             f"<nav>{nav}</nav></header>{body}</main></body></html>\n")
 

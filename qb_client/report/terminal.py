@@ -279,9 +279,9 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
     """Print every table of the report to ``console``."""
     configs = doc["configs"]
     console.rule(Text("QuoteBench report", style="bold"))
-    console.print(f"{len(configs)} config(s), {sum(c['records'] for c in configs)} records, "
-                  f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
-                  "Rates in %, differences in points.")
+    console.print(_t(f"{fmt.suites_line(configs)}{len(configs)} config(s), {sum(c['records'] for c in configs)} records, "
+                     f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
+                     "Rates in %, differences in points."))
     console.print()
     from .turns import terminal_part
 
