@@ -118,9 +118,11 @@ FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under 
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
 LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
-WRAPPER = '"$@"; exec <&- >&- 2>&- sleep 2147483647'
+WRAPPER = 'exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); exec <&- >&- 3>&- sleep 2147483647'
 """Inside bwrap: run the command as a child, then stay with the output closed, so that the pid namespace (which
-ends with its first process) lives on while a background job still holds the output; the host ends the run."""
+ends with its first process) lives on while a background job still holds the output; the host ends the run.
+The wrapper's own stderr is /dev/null while it waits: a shell reports a child killed by a signal ("Terminated"),
+which ``bash -c R`` alone never prints; the command gets the real stderr through fd 3, in its own subshell."""
 LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-", "qb-bwrap-")
 Isolation = Literal["bwrap", "none"]
 
