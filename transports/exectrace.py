@@ -44,8 +44,8 @@ Bounds
 
 Errors
     :class:`TraceError` (one line) when ptrace is not permitted here (a container
-    seccomp profile, Yama ``ptrace_scope`` 2 or 3): :func:`probe` says so once at
-    start.
+    seccomp profile, Yama ``ptrace_scope`` 2 or 3), raised by :meth:`Tracer.start`;
+    ``Sandbox.run`` turns it into a one-line ``SandboxError`` (a recorded harness error).
 """
 
 from __future__ import annotations
@@ -127,8 +127,6 @@ class Trace:
     input: bytes = b""          # what it read from its standard input, in order, up to MAX_INPUT
     input_complete: bool = True
 
-    def children_of(self, pid: int) -> list[int]:
-        return [c for c, (p, _) in self.forks.items() if p == pid]
 
 
 def _ptrace(request: int, pid: int, data: int = 0) -> int:
@@ -502,24 +500,3 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
-
-
-_probed: list[str | None] = []
-
-
-def probe() -> str | None:
-    """Why exec tracing cannot work here (one line), or None; checked once per process."""
-    if not _probed:
-        tracer = Tracer(["/bin/sh", "-c", STOP_PREFIX + "exec /bin/true"], env={"PATH": "/usr/bin:/bin"},
-                        cwd="/", stdin=False)
-        try:
-            proc = tracer.start()
-            tracer.join(15)  # never proc.wait(): another thread's wait would take the tracer's events
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            seen = [e.argv[:1] for e in tracer.trace.execs]
-            _probed.append(None if seen == [(b"/bin/true",)] else f"exec tracing saw {seen}, not /bin/true")
-        except (OSError, TraceError, subprocess.SubprocessError) as e:
-            _probed.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    return _probed[0]

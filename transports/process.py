@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -240,11 +238,4 @@ async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:
             pass
 
 
-def kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-__all__ = ["Outcome", "Stdin", "Stream", "TooLong", "kill_group", "run_traced", "subprocess"]
+__all__ = ["Outcome", "Stdin", "Stream", "TooLong", "run_traced"]

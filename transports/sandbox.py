@@ -109,7 +109,7 @@ from tasks.schema import Task
 from tasks.safefs import remove_tree
 
 from . import cgroups, diskcap, exectrace, hostuid, reaper, userland as userlands
-from .process import Stdin, Stream, TooLong, kill_group, run_traced
+from .process import Stdin, Stream, TooLong, run_traced
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_ROOT = "/sandbox"
@@ -648,7 +648,6 @@ def _exit_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-_kill_group = kill_group
 
 
 _OOM_WORDS = ("Cannot allocate memory", "out of memory", "MemoryError", "std::bad_alloc")
