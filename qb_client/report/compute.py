@@ -39,8 +39,8 @@ import numpy as np
 
 from . import stats
 from .paths import path_rows
+from .groups import apart_reason, group, key_of, keys_of
 from .turns import turn_rows
-from .load import config_label
 
 CELLS: dict[str, tuple[str, str]] = {
     "RR": ("raw", "raw"), "RN": ("raw", "nested"), "NR": ("disclosed", "raw"), "NN": ("disclosed", "nested"),
@@ -314,51 +314,30 @@ def selection(labels: list[str], rr: list[float], nn: list[float]) -> dict[str, 
             "regret": stats.clean(picked_nn - max(nn))}
 
 
-def stratum(r: dict[str, Any]) -> tuple[str, str]:
-    """(suite, userland) of a record; records written before these fields existed are (public, gnu)."""
-    return str(r.get("suite") or "public"), str(r.get("userland") or "gnu")
-
-
-def strata_of(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The (suite, userland) pairs present: the public suite and gnu first, then by name."""
-    return sorted({stratum(r) for r in records}, key=lambda s: (s[0] != "public", s[0], s[1] != "gnu", s[1]))
-
-
-def group(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Records by config, and by suite and userland, which are never pooled: when the records span more
-    than one (suite, userland), each group's label names it, ``provider:model@effort [suite, userland]``."""
-    many = len(strata_of(records)) > 1
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        label = config_label(r["config"])
-        groups[f"{label} [{', '.join(stratum(r))}]" if many else label].append(r)
-    return {k: groups[k] for k in sorted(groups)}
-
-
 def compute(records: list[dict[str, Any]], *, resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
     """The SPEC ``report --json`` document for these records.
 
-    Suites and userlands are never pooled: each config entry is one config in one (suite, userland)
-    (``suite`` and ``userland`` say which). When there are several, configs are compared (rank agreement,
-    selection regret) only within each, under ``strata``, and the top-level statistics are null."""
+    Suites, userlands and designs (one-shot, ``turns=K``) are never ranked together
+    (:mod:`qb_client.report.groups`): each config entry names its ``suite``, ``userland`` and ``design``.
+    When there are several groups, configs are compared (rank agreement, selection regret) only within
+    each, under ``strata``, and the top-level statistics are null with the reason."""
     datas = [ConfigData(label, recs) for label, recs in group(records).items()]
     docs = [_config_doc(cd, resamples, seed) for cd in datas]
     for d, cd in zip(docs, datas):
-        d["suite"], d["userland"] = stratum(cd.records[0])
-    strata = strata_of(records)
+        d["suite"], d["userland"], d["design"] = key_of(cd.records[0])
+    keys = keys_of(records)
     per: list[dict[str, Any]] = []
-    for s in strata:
-        inside = [cd for cd in datas if stratum(cd.records[0]) == s]
+    for key in keys:
+        inside = [cd for cd in datas if key_of(cd.records[0]) == key]
         agreement = _rank_agreement(inside, resamples, seed)
         detail = compared(agreement)
-        per.append({"suite": s[0], "userland": s[1], "configs": [cd.label for cd in inside],
+        per.append({"suite": key[0], "userland": key[1], "design": key[2], "configs": [cd.label for cd in inside],
                     "rank_agreement": agreement, "selection_regret": selection(*detail)["regret"] if detail else None})
     if len(per) == 1:
         return {"configs": docs, "rank_agreement": per[0]["rank_agreement"],
                 "selection_regret": per[0]["selection_regret"]}
     pooled = {"kendall_tau_b": None, "ci95": None, "reversals": None, "shared_tasks": None, "restricted": [],
-              "scores": None, "reason": f"the results span {len(per)} suite/userland combinations, which are never "
-                                        "pooled; see each one's rank agreement"}
+              "scores": None, "reason": apart_reason(keys)}
     return {"configs": docs, "rank_agreement": pooled, "selection_regret": None, "strata": per}
 
 

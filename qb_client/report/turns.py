@@ -50,12 +50,19 @@ def check_turns(turns: Any) -> tuple[str, str] | None:
     return None
 
 
+def variant_turns(config: Any) -> int | None:
+    """K when a record's config variant names ``turns=K`` (the multi-turn arm), else None."""
+    variant = config.get("variant") if isinstance(config, dict) else None
+    m = re.search(r"(?:^|\+)turns=(\d+)(?:\+|$)", str(variant or ""))
+    return int(m.group(1)) if m else None
+
+
 def budget(records: list[dict[str, Any]]) -> int:
     """K: from the config variant (``turns=K``), else the longest chain."""
     for r in records:
-        m = re.search(r"(?:^|\+)turns=(\d+)(?:\+|$)", str((r.get("config") or {}).get("variant") or ""))
-        if m:
-            return int(m.group(1))
+        k = variant_turns(r.get("config"))
+        if k is not None:
+            return k
     return max(len(r["turns"]) for r in records)
 
 
