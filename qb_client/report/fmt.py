@@ -80,6 +80,32 @@ def tau_interval(agreement: dict[str, Any]) -> str:
     return f"{tau(t)} [{tau(ci[0])}, {tau(ci[1])}]" if ci else tau(t)
 
 
+MIN_SHARED_TASKS = 5
+"""A tau computed on fewer shared tasks is marked *restricted* (terminal and page; the JSON has
+``shared_tasks``). Why 5: the public suite's families hold 4 tasks each, so below 5 the configs are
+ranked on at most one family's worth of tasks; with one draw a score over n tasks takes only n + 1
+values, so configs tie by construction; and the task bootstrap has only C(2n-1, n) distinct resamples
+(35 at n = 4, 126 at n = 5), so the interval rests on a handful of values. A floor, not a guarantee:
+a tau on 5 tasks is still weak, and the interval says how weak."""
+
+
+def restricted(agreement: dict[str, Any]) -> str | None:
+    """``computed on N shared tasks only`` when a tau exists on fewer than :data:`MIN_SHARED_TASKS`."""
+    n = agreement.get("shared_tasks")
+    if agreement.get("kendall_tau_b") is None or n is None or n >= MIN_SHARED_TASKS:
+        return None
+    return f"computed on {n} shared task{'s' if n != 1 else ''} only"
+
+
+def restricted_why(agreement: dict[str, Any]) -> str | None:
+    """The restricted note with its reason, one sentence."""
+    short = restricted(agreement)
+    if short is None:
+        return None
+    return (f"Restricted: tau {short}. Below {MIN_SHARED_TASKS} (one family of the public suite) scores tie by "
+            "construction and the interval rests on few distinct resamples: a hint, not a result.")
+
+
 def sign(x: float | None) -> str:
     """'neg', 'pos' or '' for styling a difference."""
     if x is None or abs(x) < 1e-12:

@@ -11,6 +11,7 @@ from matplotlib.colors import to_hex
 
 from . import fmt, plots
 from .compute import NEEDS_TWO, comparison_note, selection_detail
+from .groups import designs_note, heading
 from .load import ReportInputError
 from .style import CSS
 
@@ -121,17 +122,20 @@ def _diagnostics(configs: list[dict[str, Any]]) -> str:
     return _table(head, rows)
 
 
-def _ranks(doc: dict[str, Any]) -> str:
+def _ranks(doc: dict[str, Any], key: str = "rank") -> str:
+    """The rank-agreement section of ``doc`` (the report, or one of its ``strata``); ``key`` names its plot."""
     ra = doc["rank_agreement"]
     sel = selection_detail(doc)
     if sel is None:
         return f'<p class="missing">Rank agreement and selection regret: not computed: {_e(ra.get("reason") or NEEDS_TWO)}.</p>'
     note = comparison_note(doc)
     ci = ra["ci95"]
+    short = fmt.restricted(ra)
     parts = ['<div class="stats">',
              f'<div class="stat"><div class="k">Kendall &tau;<sub>b</sub>, RR vs NN</div><div class="big">{fmt.tau(ra["kendall_tau_b"])}</div>'
              f'<div class="ci">{"95% CI [" + fmt.tau(ci[0]) + ", " + fmt.tau(ci[1]) + "]" if ci else "no interval"}'
-             ' &middot; task-cluster bootstrap</div></div>',
+             ' &middot; task-cluster bootstrap</div>'
+             + (f'<div class="ci"><span class="warn">restricted: {_e(short)}</span></div>' if short else "") + '</div>',
              f'<div class="stat"><div class="k">Strict reversals</div><div class="big">{len(ra["reversals"] or [])}</div>'
              '<div class="ci">ahead on RR, behind on NN</div></div>',
              f'<div class="stat"><div class="k">Path-aware selection regret</div><div class="big {fmt.sign(doc["selection_regret"])}">'
@@ -141,7 +145,9 @@ def _ranks(doc: dict[str, Any]) -> str:
     parts.append(f'<p>Selecting on RR picks <b>{_e(", ".join(sel["rr_leaders"]))}</b>, which reaches '
                  f'{fmt.pct(sel["picked_nn"])}% on NN{tie}; the best on NN is <b>{_e(", ".join(sel["nn_best"]))}</b> '
                  f'at {fmt.pct(sel["best_nn"])}%.</p>')
-    parts.append(_figure(plots.rank_svg(doc), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
+    if why := fmt.restricted_why(ra):
+        parts.append(f'<p class="note">{_e(why)}</p>')
+    parts.append(_figure(plots.rank_svg(doc, key), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
                                                "whose order strictly reverses; ranks share a number when scores tie."))
     if note:
         parts.append(f'<p class="note">{_e(note)}</p>')
@@ -153,6 +159,15 @@ def _ranks(doc: dict[str, Any]) -> str:
                 for a, b in ra["reversals"]]
         parts.append(_table(["ahead on RR", "ahead on NN", "RR %", "NN %"], rows))
     return "".join(parts)
+
+
+def _strata(doc: dict[str, Any]) -> str:
+    """Each group's own rank agreement (suite, userland, design), as the terminal shows it; "" for one group."""
+    strata = doc.get("strata") or []
+    out = [f'<p class="note">{_e(note)}</p>'] if (note := designs_note(strata)) else []
+    for k, s in enumerate(strata):
+        out.append(f"<h3>{_e(heading(s))}</h3>" + _ranks(s, f"rank-{k + 1}"))
+    return "".join(out)
 
 
 def _contracts(configs: list[dict[str, Any]]) -> str:
@@ -257,7 +272,7 @@ def render_html(doc: dict[str, Any]) -> str:
                                       "with raw on the same final shell, so that the route's own boundary is "
                                       "measured apart from the shell.</p>" + _paths(configs)),
         *([("turns", "Multi-turn arm", html_part(configs))] if html_part(configs) else []),
-        ("ranks", "Rank agreement and selection", _ranks(doc)),
+        ("ranks", "Rank agreement and selection", _ranks(doc) + _strata(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),
         ("diagnostics", "Retention, exit codes, damage attribution",

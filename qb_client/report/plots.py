@@ -273,8 +273,9 @@ def decomposition_svg(configs: list[dict[str, Any]]) -> str | None:
     return _svg(decomposition_figure(configs), "dec", "Per-config decomposition: transport damage, compensation and matched gap")
 
 
-def rank_svg(doc: dict[str, Any]) -> str | None:
-    return _svg(rank_figure(doc), "rank", "Rank by RR score versus rank by NN score for each config")
+def rank_svg(doc: dict[str, Any], key: str = "rank") -> str | None:
+    """``doc``: the report, or one of its ``strata``; ``key`` prefixes the SVG's ids (one per plot on a page)."""
+    return _svg(rank_figure(doc), key, "Rank by RR score versus rank by NN score for each config")
 
 
 def heatmap_svg(configs: list[dict[str, Any]]) -> str | None:

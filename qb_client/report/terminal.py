@@ -15,6 +15,7 @@ from rich.text import Text
 from ..console import safe, safe_text
 from . import fmt
 from .compute import NEEDS_TWO, compared, comparison_note, selection_detail
+from .groups import designs_note, heading
 
 STYLE = {"neg": "red", "pos": "green", "": ""}
 
@@ -210,6 +211,8 @@ def _ranks(doc: dict[str, Any]) -> list[Any]:
                           Text(f"{nn_rank[lab]}" + (f" ({move:+d})" if move else ""),
                                style="green" if move > 0 else "red" if move < 0 else "")])
     out: list[Any] = [g]
+    if why := fmt.restricted_why(ra):
+        out.append(Text(why, style="yellow"))
     if note:
         out.append(_t(f"Note: {note}"))
     rev = ra["reversals"] or []
@@ -295,12 +298,14 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
         console.print()
     for part in _ranks(doc):
         console.print(part.fit(console) if isinstance(part, Grid) else part)
-    for s in doc.get("strata") or []:  # suites and userlands are compared within, never pooled
-        ra = s["rank_agreement"]
-        what = (f"Kendall tau-b (RR vs NN) = {fmt.tau_interval(ra)}, selection regret {fmt.pts(s['selection_regret'])} points"
-                if ra.get("kendall_tau_b") is not None else f"not computed: {ra.get('reason') or NEEDS_TWO}")
-        console.print(_t(f"Suite {s['suite']}, userland {s['userland']} ({len(s['configs'])} config(s)): "
-                         f"rank agreement {what}."))
+    strata = doc.get("strata") or []  # suites, userlands and designs are ranked within, never together
+    if note := designs_note(strata):
+        console.print(Text(note))
+    for s in strata:
+        console.print()
+        console.print(_t(heading(s), "bold underline"))
+        for part in _ranks(s):
+            console.print(part.fit(console) if isinstance(part, Grid) else part)
     console.print()
     for part in _contracts(configs):
         console.print(part.fit(console))
