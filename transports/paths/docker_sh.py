@@ -43,5 +43,11 @@ class DockerSh(Route):
                                   "quotes, then the container's sh (dash) runs it")
         self._inner = InnerShell(self.name, self.boundary, _quoted if safe else _pasted, SH)
 
+    def command_line(self, command: str) -> str:
+        """The host command line a harness builds for R, ``docker exec CTR sh -c "R"`` (the fix: R quoted).
+        Here the sandbox is the container: host bash parses exactly the text after ``docker exec CTR ``,
+        built by the same function :meth:`deliver` runs, so ``exec`` shows what ran (with its docker words)."""
+        return "docker exec CTR " + self._inner.wrap(self._inner.shell.text, command)
+
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         return await self._inner.deliver(command, sandbox)

@@ -98,6 +98,12 @@ process.stdin.on('end', () => {
 """
 
 
+def pipe_aware(command: str) -> bool:
+    """Whether the harness takes its pipe-aware path (re-tokenises R): only a ``|`` character can make a
+    pipe operator, so without one node is never started and R is handed on unchanged."""
+    return "|" in command
+
+
 class ShellQuoteEval(Route):
     source = ("anthropics/claude-code #7387 (${VAR} expanded by shell-quote when a pipe is present; ran rm -rf /*), "
               "#32879 (brace groups, heredoc markers, $$ mangled), #32487 (tokens re-quoted one by one)")
@@ -114,7 +120,7 @@ class ShellQuoteEval(Route):
     async def rebuild(self, command: str, sandbox: Sandbox) -> tuple[str | None, float, str | None]:
         """(program handed to bash -c, node's ms, transport error): shell-quote run inside the sandbox.
         MissingComponent when node or the package cannot be had."""
-        if "|" not in command:
+        if not pipe_aware(command):
             return command, 0.0, None
         node = node_program()  # MissingComponent: a harness error (deliver)
         prefix = await anyio.to_thread.run_sync(package_dir, PACKAGE, VERSION)  # npm install on first use
@@ -133,18 +139,28 @@ class ShellQuoteEval(Route):
             return None, ran.exec_ms, f"{self.name}: node's answer is not JSON"
         return (answer["program"] if answer.get("piped") else command), ran.exec_ms, None
 
+    def handed_on(self, command: str) -> str | None:
+        """The program the harness hands its shell when that is known without running shell-quote: R
+        itself, for the fix and for an R without ``|`` (never re-tokenised); None when R goes through
+        ``parse`` (node, in the sandbox, with the sandbox's environment: only a run can say)."""
+        return command if self.safe or not pipe_aware(command) else None
+
+    def argv(self, program: str) -> list[str]:
+        """How the final shell is started on the program handed on (``bash -c PROGRAM``)."""
+        return self.shell.argv("-c", program)
+
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
         if self.safe:
-            return await run_program(sandbox, self.shell.argv("-c", command), received=command)
+            return await run_program(sandbox, self.argv(command), received=command)
         try:
             program, parse_ms, error = await self.rebuild(command, sandbox)
         except MissingComponent as e:  # the machine's, not the route's: never a transport error
             return Delivery(received=None, execution=None, harness_error=f"{self.name}: {e}")
         if program is None:
             return Delivery(received=None, execution=None, transport_error=error)
-        delivery = await run_program(sandbox, self.shell.argv("-c", program), received=program)
+        delivery = await run_program(sandbox, self.argv(program), received=program)
         if delivery.execution is not None:
             delivery.execution.exec_ms += parse_ms  # the route's cost includes the parse
         return delivery

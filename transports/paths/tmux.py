@@ -241,7 +241,7 @@ class Tmux(Route):
         inside = sandbox.inside(sandbox.meta / rel)
         if self.safe:
             script = sandbox.write_file("command", command.encode("utf-8"))  # read-only to the command
-            mode, text = "safe", f"bash {script} </dev/null"
+            mode, text = "safe", typed("safe", command, script)
         else:
             mode, text = "keys", command
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
@@ -324,3 +324,28 @@ def delivered(ex: Execution) -> str | None:
     if data.endswith((b"\r", b"\n")):
         data = data[:-1]
     return data.decode("utf-8", errors="surrogateescape")
+
+
+# ---------------------------------------------------------------- what exec shows (qb_client.route_view)
+
+def typed(mode: str, command: str, script: str) -> str:
+    """What the harness types: R itself (``keys``), or for the fix the line that runs the host's copy of R."""
+    return f"bash {script} </dev/null" if mode == "safe" else command
+
+
+def send_keys_argv(command: str, safe: bool, script: str = "/run/qb-files/command-N",
+                   socket: str = "SOCKET") -> list[str]:
+    """The argv of the ``tmux send-keys`` call the harness makes for R, read from :data:`DRIVER` itself
+    (its ``t`` function and the branch for the mode, ``$text`` the typed text), so ``exec`` shows what
+    runs. ``script``: the fix's file, as :meth:`Sandbox.write_file` names it; ``socket``: the server's.
+    ValueError when DRIVER no longer has that shape (a test says so)."""
+    import shlex
+
+    mode = "safe" if safe else "keys"
+    t = re.search(r'^t\(\) \{ (.*) "\$@"; \}$', DRIVER, re.M)
+    call = re.search(r'^if \[ "\$mode" = keys \]; then t (.*?) 2>.*\n^else t (.*?) 2>', DRIVER, re.M)
+    if t is None or call is None:
+        raise ValueError("tmux DRIVER: its send-keys lines are not where send_keys_argv reads them")
+    words = shlex.split(t.group(1)) + shlex.split(call.group(1 if mode == "keys" else 2))
+    values = {"$S": socket, "$text": typed(mode, command, script)}
+    return [values.get(w, w) for w in words]
