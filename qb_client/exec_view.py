@@ -41,7 +41,7 @@ def _route_rows(t: Table, rec: dict[str, Any]) -> None:
         t.add_row("route", safe_text(text, "dim"))
     if command is None:
         return
-    for label, text in artifacts(name, command):
+    for label, text in artifacts(name, command, rec["received"]):
         t.add_row(label, Text(visible(text)))
 
 

@@ -3,9 +3,11 @@ intermediate text the route built (the outer program, the Makefile, the workflow
 
 Each artifact is computed with the transport's own public function, so what is shown is what
 ran: ``InnerShell.wrap`` (nested, nested-single, escaped), :func:`transports.ssh.outer_program`,
-``ShlexSh.argv``, ``MakeRecipe.makefile``, :func:`transports.paths.gha.workflow` and a JSON
-layer's ``decode``. Routes without a public function for theirs (docker-sh, tmux's keys,
-shell-quote-eval's rebuilt string) show their boundary and rules only.
+``DockerSh.command_line``, ``ShlexSh.argv``, ``MakeRecipe.makefile``,
+:func:`transports.paths.gha.workflow`, :func:`transports.paths.tmux.send_keys_argv` (the keys sent),
+``ShellQuoteEval.handed_on`` and ``argv``, and a JSON layer's ``decode``. shell-quote-eval's rebuilt
+string needs node in the sandbox; ``exec`` has just run it, and the route's ``received`` is by
+definition that string, so the record's is shown (labelled ``rebuilt``) rather than running node twice.
 
 A rule is a trigger found in R plus the route's documented behaviour for it (the texts restate
 the module docstrings of :mod:`transports.paths`); it is shown only when R holds the trigger.
@@ -92,9 +94,10 @@ def boundary(name: str) -> str:
         return ""
 
 
-def artifacts(name: str, command: str) -> list[tuple[str, str]]:
+def artifacts(name: str, command: str, received: str | None = None) -> list[tuple[str, str]]:
     """(label, text) for each intermediate text the transport's own code builds from ``command``,
-    outermost layer first; a layer that cannot produce one (or fails to) ends the list."""
+    outermost layer first; a layer that cannot produce one (or fails to) ends the list. ``received``:
+    the record's, for a text only a run can make (shell-quote-eval's rebuild)."""
     try:
         t: Any = get(name)
     except Exception:  # noqa: BLE001 - see boundary()
@@ -113,16 +116,30 @@ def artifacts(name: str, command: str) -> list[tuple[str, str]]:
             shown.append(("decoded", text))
             t = inner
             continue
-        item = _terminal_artifact(t, text)
+        item = _terminal_artifact(t, text, received)
         if item is not None:
             shown.append(item)
         return shown
     return shown
 
 
-def _terminal_artifact(t: Any, command: str) -> tuple[str, str] | None:
+def _terminal_artifact(t: Any, command: str, received: str | None = None) -> tuple[str, str] | None:
     """The intermediate text of one terminal transport, from its own public function, or None."""
     base = t.name.split("@")[0]
+    if base in ("docker-sh", "docker-sh-safe"):
+        return "outer", t.command_line(command)
+    if base in ("tmux", "tmux-safe"):
+        from transports.paths.tmux import send_keys_argv
+
+        try:
+            return "keys", json.dumps(send_keys_argv(command, t.safe), ensure_ascii=False)
+        except ValueError:  # the driver changed shape: nothing to show rather than a wrong argv
+            return None
+    if base in ("shell-quote-eval", "shell-quote-eval-safe"):
+        program = t.handed_on(command)
+        if program is not None:
+            return "argv", json.dumps(t.argv(program), ensure_ascii=False)
+        return ("rebuilt", received) if received is not None else None
     wrap, shell = getattr(t, "wrap", None), getattr(t, "shell", None)
     if callable(wrap) and shell is not None:  # nested, nested-single, escaped (capture.InnerShell)
         return "outer", wrap(shell.text, command)

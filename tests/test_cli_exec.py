@@ -55,7 +55,10 @@ def test_rules_and_artifacts_come_from_the_route() -> None:
     assert artifacts("make", "echo $HOME") == [("makefile", "all:\n\techo $HOME\n")]
     assert artifacts("gha-run", "true")[0][0] == "workflow"
     assert artifacts("json-correct+nested", "x") == [("decoded", "x"), ("outer", 'bash -c "x"')]
-    assert artifacts("raw", "true") == [] and artifacts("tmux", "true") == []
+    assert artifacts("raw", "true") == []
+    assert artifacts("docker-sh", "true") == [("outer", 'docker exec CTR sh -c "true"')]
+    assert artifacts("shell-quote-eval", "a | b") == []  # the rebuild needs node: only a run's received says
+    assert artifacts("shell-quote-eval", "a | b", "a | b") == [("rebuilt", "a | b")]
 
 
 # ---------------------------------------------------------------- the command
