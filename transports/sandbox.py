@@ -116,7 +116,12 @@ INSIDE_ROOT = "/sandbox"
 FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under bwrap (read-only)  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
 # $0 names the run's cgroup directories, space-separated (empty: none); 125 = the limits could not be applied,
 # nothing ran. {vmem} is an address-space limit, used only where no memory cgroup can be made.
-LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do echo $$ > "$g/cgroup.procs" || exit 125; done; '
+# The shell moves itself with ``echo 0 > tasks`` where the hierarchy has that file (cgroup v1): a single thread
+# moving itself is the one migration the kernel does without write-locking every thread group of the system,
+# which waits for an RCU grace period (about 10 ms here, every run, since runs are further apart than that).
+# cgroup v2 has no such file (nor a delegation that left it unwritable): cgroup.procs, and the grace period.
+LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do {{ echo 0 > "$g/tasks"; }} 2>/dev/null '
+                 '|| echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
 WRAPPER = 'exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); exec <&- >&- 3>&- sleep 2147483647'
 """Inside bwrap: run the command as a child, then stay with the output closed, so that the pid namespace (which
