@@ -1,11 +1,11 @@
 """The `tmux` path with the real tmux: tmux's ; parse, readline, history expansion, PS2, the terminal as
-stdin; received against a capture program in bash's place; nothing outlives the call; the record is
-read safely; and `tmux-safe` keeps R intact where `tmux` breaks it."""
+stdin; received against a capture program in bash's place; nothing outlives the call; bash's log is the
+host's copy, whatever becomes of its file; and `tmux-safe` keeps R intact where `tmux` breaks it."""
 
 from __future__ import annotations
 
+import random
 import re
-
 import subprocess
 import time
 
@@ -14,7 +14,7 @@ import pytest
 
 from tasks.load import get_task
 from transports.base import Delivery
-from transports.paths.tmux import parse_events
+from transports.paths.tmux import parse_log
 from transports.registry import get
 from transports.sandbox import Limits, Sandbox
 
@@ -213,39 +213,44 @@ def test_a_command_that_never_returns_times_out_within_the_sandbox_timeout() -> 
         assert tmux_processes() == [] and tmux_processes("sleep 1017") == []
 
 
-# -- the record is hostile input too ---------------------------------------------------------------
+# -- bash's log is copied as the hooks write it: the file is never read back -------------------------
 
-def test_a_record_replaced_by_a_fifo_does_not_block_the_host() -> None:
+def test_a_log_file_replaced_by_a_fifo_changes_nothing() -> None:
+    """The hooks write to the descriptor the pane's shell started with (the old inode); the driver, which
+    paces on the file, never opens a FIFO; the host reads no file."""
     start = time.monotonic()
-    command = "e=$(echo ../meta/tmux-*/events); rm -f $e; mkfifo $e; echo x"
+    command = "e=$(echo ../meta/tmux-*/log); rm -f $e; mkfifo $e; echo x"
     d, _ = deliver("tmux", command, Limits(timeout_s=3))
     assert time.monotonic() - start < 4.5
-    assert d.received == command  # from the kernel: the record's fate does not touch it
-    assert re.search(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a FIFO, not a regular file",
-                     d.received_note or "")
+    assert d.received == command and not d.split and d.received_note is None
+    assert d.execution is not None and d.execution.exit_code == 0
 
 
-def test_a_record_replaced_by_a_symlink_is_not_followed() -> None:
-    d, _ = deliver("tmux", "ln -sf /etc/hostname ../meta/tmux-*/events")
-    assert d.received == "ln -sf /etc/hostname ../meta/tmux-*/events"
-    assert re.search(r"bash's record was not read: tmux-1-[0-9a-f]{8}/events: is a symlink, not a regular file",
-                     d.received_note or "")
+def test_a_log_file_replaced_by_a_symlink_changes_nothing() -> None:
+    command = "ln -sf /etc/hostname ../meta/tmux-*/log"
+    d, _ = deliver("tmux", command)
+    assert d.received == command and not d.split and d.received_note is None
+    assert d.execution is not None and d.execution.exit_code == 0
 
 
-def test_a_later_line_rewriting_the_record_cannot_replace_an_earlier_lines_received() -> None:
-    """The hooks' record is the pane shell's own file: a later line once rewrote it, and with it the
-    received of the line before. received is now what the kernel saw the shell read."""
+def test_a_later_line_rewriting_the_log_file_only_appends_damage() -> None:
+    """The log file once was bash's record, and a later line rewrote it (and with it the received of the
+    line before). Now the host has the writes it copied: the builtin's write to the file (the same inode)
+    is one more, after the entries already copied, and what the hooks never write is damage."""
     command = ("echo hello world > out.txt\n"
-               "printf 'C 6\\nforged\\nP 0\\n' > $(echo ../meta/tmux-*/events)")
+               "printf 'C 6\\nforged\\nP 0\\n' > $(echo ../meta/tmux-*/log)")
     d, files = deliver("tmux", command)
-    assert d.received == command
-    assert files["out.txt"] == "hello world\n"
+    assert d.received == command and files["out.txt"] == "hello world\n"
+    assert d.split and "two commands with no prompt between" in (d.received_note or "")
+    assert d.execution is not None and d.execution.trace is not None
+    assert d.execution.trace.shell_log.startswith(b"P 0\nC 33\n    1  echo hello world > out.txt\nP 0\nC 63\n")
 
 
 def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:
-    """The command writes the driver's report itself and kills the driver (inside the sandbox's pid namespace)."""
+    """The command writes the driver's report itself and kills the driver (inside the sandbox's pid namespace;
+    its argv says ``qb-tmux keys``: the pane's wrapper, a ``bash -c`` waiting on the pane's shell, stays)."""
     command = ('for d in ../meta/tmux-*/; do echo "send-failed 7" > "$d/status"; done; echo hello world > out.txt; '
-               'pkill -9 -f "^bash -c .*qb-idle"')
+               'pkill -9 -f "^bash -c .* qb-tmux keys "')
     d, files = deliver("tmux", command)
     assert files["out.txt"] == "hello world\n" and d.transport_error is None
     # The forged "send-failed 7" would give exit code 7 and no received. Whether the pane's bash got back to
@@ -255,17 +260,48 @@ def test_a_forged_report_from_a_killed_driver_is_not_believed() -> None:
     assert tmux_processes() == []
 
 
-def test_parse_events() -> None:
-    def c(entry: bytes) -> bytes:
-        return b"C %d\n%s\n" % (len(entry), entry)
+def c(entry: bytes) -> bytes:
+    return b"C %d\n%s\n" % (len(entry), entry)
+
+
+def test_parse_log() -> None:
     log = (b"P 0\n" + c(b"    1  false") + b"P 1\nP 1\nW\nW\n" + c(b"    2  cat <<E\nx\n\nE") + b"P 0\n"
-           + c(b"    3* exit 3") + b"X 3\n")
-    rec = parse_events(log)
+           + c(b"    3* exit 3"))
+    rec = parse_log(log)
     assert rec.lines == ["false", "", "cat <<E\nx\n\nE"] and rec.pending == ["exit 3"]
-    assert rec.status == 0 and rec.exited == 3 and not rec.malformed and rec.prompted
-    bad = parse_events(b"P 0\nC 999\n    1  x\n")
-    assert bad.malformed and bad.lines == [] and bad.prompted
-    assert parse_events(b"P 0\nW\n").at_continuation
+    assert rec.status == 0 and rec.damage is None and rec.prompted and rec.commands == 3
+    assert rec.executed() == "false\n\ncat <<E\nx\n\nE\nexit 3"
+    assert parse_log(b"P 0\nW\n").at_continuation
+    assert parse_log(b"").executed() is None
+
+
+@pytest.mark.parametrize("log, damage", [
+    (b"P 0\nC 999\n    1  x\n", "malformed"),                       # a length past the end
+    (b"P 0\nC 1\nxP 0\n", "malformed"),                               # no newline after the entry
+    (b"P 0\nQ 1\n", "malformed"),
+    (b"P 0\nC 1\nx\nP 0", "ends inside an entry"),
+    (b"C 1\nx\nP 0\n", "an entry before the first prompt"),
+    (b"W\nP 0\n", "an entry before the first prompt"),
+    (b"P 0\n" + c(b"x") + c(b"y"), "two commands with no prompt between"),
+])
+def test_parse_log_stops_at_what_the_hooks_never_write(log: bytes, damage: str) -> None:
+    assert parse_log(log).damage == damage
+
+
+def test_what_is_appended_to_the_log_only_extends_what_it_says_ran() -> None:
+    """Whatever a command appends after an entry (the only place it can write: the entry was copied before
+    the command ran), bash's record of the lines before stays a prefix, and damage stays damage."""
+    honest = [b"P 0\n", b"P 0\n" + c(b"    1  echo a"), b"P 0\n" + c(b"    1  echo a") + b"P 0\nW\n",
+              b"P 0\n" + c(b"    1  : echo a") + b"P 1\n" + c(b"    2  x")]
+    pieces = [b"P 0\n", b"P 7\n", b"W\n", c(b"    9  forged"), c(b"y\nz"), b"C 3\n", b"\n", b"C 99\nab\n",
+              b"P\n", b"x", b"\xff\n", b"P 0"]
+    rng = random.Random(18)
+    for _ in range(2000):
+        before = rng.choice(honest)
+        suffix = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        a, b = parse_log(before), parse_log(before + suffix)
+        assert (b.executed() or "").startswith(a.executed() or ""), (before, suffix)
+        assert b.commands >= a.commands and (a.damage is None or b.damage == a.damage)
 
 
 # -- the fix ---------------------------------------------------------------------------------------

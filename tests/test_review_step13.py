@@ -3,7 +3,8 @@ the attacks. Each test asserts the SAFE behaviour: it fails where the attack wor
 
 Results at review time (see the commit messages): the SHLVL quine, the 3 GiB trace, make_dir through a
 planted link and the qb-binds link sweep were broken and are fixed on this branch; the tmux record forgery
-and the holder-scan cost are broken and not fixed here; the rest held.
+was fixed later (the tracer copies bash's log as the hooks write it; see tests/test_tmux_log.py); the
+holder-scan cost is broken and not fixed here; the rest held.
 """
 
 from __future__ import annotations
@@ -79,13 +80,11 @@ def test_an_outer_expansion_cannot_set_the_directories_unseen(assignment: str) -
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="residual (docs/sandbox.md): bash's own record is written by the pane's "
-                   "shell; received (the kernel's) and the verdict are unaffected")
 def test_a_later_line_cannot_rewrite_bash_s_record_of_an_earlier_line() -> None:
-    """BROKEN, not fixed: bash history-expands line 1 (``!#``) and runs something else; line 2 finds the
-    record file through ``$PS0`` and rewrites it whole, so bash's record equals what was read: received ==
-    R, damaged false. The docs say a command can forge the record only for the lines after it and only to
-    add damage."""
+    """BROKEN, fixed: bash history-expands line 1 (``!#``) and runs something else; line 2 found the
+    record file through ``$PS0`` and rewrote it whole, so bash's record equalled what was read: received ==
+    R, damaged false. Now the host copies each hook's write as it happens (line 1's entry before line 1
+    runs) and reads no file back."""
     line1 = "echo hello world > out.txt; : !#"
     line2 = ("E=${PS0##*>>}; E=${E%)}; L1='" + line1 + "'; L2=$(HISTTIMEFORMAT= history 1); L2=${L2#*[0-9]  }; "
              "printf 'P 0\\nC %d\\n%s\\nP 0\\nC %d\\n%s\\n' ${#L1} \"$L1\" ${#L2} \"$L2\" > \"$E\"")

@@ -6,7 +6,8 @@ Why the kernel
     measure, so a command could close, forge or replace them. Here the host traces
     the run's whole process tree with ``ptrace``, for exec and fork events only
     (``PTRACE_O_TRACEEXEC``, ``TRACEFORK``, ``TRACEVFORK``, ``TRACECLONE``,
-    resumed with ``PTRACE_CONT``, so ordinary system calls never stop). At an exec
+    resumed with ``PTRACE_CONT``, so ordinary system calls never stop; the one exception
+    is the interactive shell ``input_of`` picks, see :mod:`transports.shellcopy`). At an exec
     stop the new program image is loaded but none of its instructions has run; the
     host then reads ``/proc/PID/cmdline``, ``/proc/PID/environ`` and the device and
     inode of ``/proc/PID/exe``. Nothing in the sandbox takes part: a process has one
@@ -60,6 +61,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from .shellcopy import ShellCopy
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.ptrace.restype = ctypes.c_long
 _libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -69,11 +72,8 @@ PTRACE_GETEVENTMSG = 0x4201
 PTRACE_SEIZE = 0x4206
 PTRACE_LISTEN = 0x4208
 PTRACE_SYSCALL = 24
-PTRACE_GET_SYSCALL_INFO = 0x420E
 OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x100000  # TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL
 SYSCALL_STOP = signal.SIGTRAP | 0x80
-READ_SYSCALL = {0xC000003E: 0, 0xC00000B7: 63}  # AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 -> read(2)
-MAX_INPUT = 1 << 20
 EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_STOP = 1, 2, 3, 4, 128
 WALL = 0x40000000
 WNOTHREAD = 0x20000000
@@ -124,9 +124,11 @@ class Trace:
     forks: dict[int, tuple[int, int]] = field(default_factory=dict)  # child pid -> (parent pid, seq)
     dropped: int = 0  # execs past MAX_EXECS, counted only
     reader: Exec | None = None  # the program whose terminal input is recorded (``Tracer(input_of=...)``)
-    input: bytes = b""          # what it read from its standard input, in order, up to MAX_INPUT
+    input: bytes = b""          # what it read from its standard input, in order (:mod:`transports.shellcopy`)
     input_complete: bool = True
-
+    shell_log: bytes = b""      # what it and its hooks wrote to its log descriptor (its own record), in order
+    shell_log_complete: bool = True
+    reader_status: int | None = None  # its wait status, if it ended during the run
 
 
 def _ptrace(request: int, pid: int, data: int = 0) -> int:
@@ -189,7 +191,9 @@ class Tracer:
 
     ``input_of``: a test on an exec; the first program it accepts (an interactive shell whose input is
     a terminal) is also stopped at its system calls, and every byte it ``read(2)``s from fd 0 is kept
-    in ``trace.input``, read from its memory by the host at the syscall's exit.
+    in ``trace.input``, read from its memory by the host at the syscall's exit. ``log_fd``: that
+    shell's descriptor for its own record; what it and its forks write to that file is kept in
+    ``trace.shell_log`` (:mod:`transports.shellcopy`).
 
     ``watch``: the program files (identities) whose command line is read whole and whose
     environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``launcher_execs``:
@@ -203,7 +207,8 @@ class Tracer:
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
                  watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0,
-                 input_of: Callable[[Exec], bool] | None = None, wrapped: bool = False) -> None:
+                 input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None,
+                 wrapped: bool = False) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
         self.skip = launcher_execs
@@ -212,9 +217,8 @@ class Tracer:
         self._wrapper: int | None = None  # the launcher's last program, when it wraps the command (see below)
         self._root: int | None = None     # the command's first program: its exit ends the run's main part
         self._holder: int | None = None   # the last process found holding the run's output
-        self._reader: int | None = None     # its pid: resumed with PTRACE_SYSCALL, every other with PTRACE_CONT
-        self._entries: tuple[int, int, int] | None = None  # (nr, fd, buffer) at its last syscall entry
         self.trace = Trace()
+        self.copy = ShellCopy(self.trace, log_fd)  # the shell input_of picks: stopped at its system calls
         self.status: int | None = None
         self.main_exited = threading.Event()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -315,6 +319,7 @@ class Tracer:
             self._loop()
         finally:
             self._link_parents()
+            self.copy.finish()
             self.main_exited.set()
             self._done.set()
 
@@ -364,6 +369,7 @@ class Tracer:
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 with self._lock:
                     self._alive.discard(pid)
+                self.copy.exited(pid, status)
                 if pid == main and self.proc is not None:
                     self.proc.returncode = os.waitstatus_to_exitcode(status)  # never reaped again by subprocess
                 if pid == self._root or (pid == main and self._root is None):
@@ -382,9 +388,11 @@ class Tracer:
                 self._seq += 1
                 self.trace.forks[child] = (pid, self._seq)
                 with self._lock:
+                    early = child in self._alive  # it stopped before this event: the copy asked the kernel then
                     self._alive.add(child)
                     if self._killing:
                         _kill(child)
+                self.copy.forked(pid, child, early)
         elif event == EVENT_EXEC:
             self._exec(pid)
         elif event == EVENT_STOP:
@@ -392,18 +400,22 @@ class Tracer:
                 _resume(PTRACE_LISTEN, pid)
                 return
         elif event == 0 and sig == SYSCALL_STOP:
-            self._syscall(pid)
+            self.copy.syscall(pid)
         elif event == 0:
             inject = sig  # a signal on its way: deliver it
         with self._lock:
-            if pid not in self._alive:  # a new child can report before its parent's fork event
+            new = pid not in self._alive  # a new child can report before its parent's fork event
+            if new:
                 self._alive.add(pid)
             if self._killing:
                 _kill(pid)
-        _resume(PTRACE_SYSCALL if pid == self._reader else PTRACE_CONT, pid, inject)
+        if new:
+            self.copy.early(pid)
+        _resume(PTRACE_SYSCALL if self.copy.stops(pid) else PTRACE_CONT, pid, inject)
 
     def _exec(self, pid: int) -> None:
         self._seq += 1
+        self.copy.execed(pid)  # whatever pid was (the shell, one of its forks), it is another program now
         if self.skip > 0:
             self.skip -= 1
             if self.skip == 0 and self.wrapped:
@@ -444,47 +456,8 @@ class Tracer:
             env=_split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
         )
         self.trace.execs.append(record)
-        if self.input_of is not None and self._reader is None and self.input_of(record):
-            self._reader, self.trace.reader = pid, record
-        elif pid == self._reader:  # the reader became another program: its input is no longer the shell's
-            self._reader = None
-
-    def _syscall(self, pid: int) -> None:
-        """A system-call stop of the reader: remember read(0, buf, n) at entry, copy what it got at exit."""
-        if pid != self._reader:
-            return
-        info = (ctypes.c_uint8 * 88)()
-        if _libc.ptrace(PTRACE_GET_SYSCALL_INFO, pid, ctypes.c_void_p(88), info) <= 0:
-            return
-        raw = bytes(info)
-        op, arch = raw[0], int.from_bytes(raw[4:8], "little")
-        if op == 1:  # entry
-            nr, fd, buf = (int.from_bytes(raw[o:o + 8], "little") for o in (24, 32, 40))
-            self._entries = (nr, fd, buf)
-        elif op == 2 and self._entries is not None:  # exit
-            nr, fd, buf = self._entries
-            self._entries = None
-            rval = int.from_bytes(raw[24:32], "little", signed=True)
-            if nr == READ_SYSCALL.get(arch, -1) and fd == 0 and rval > 0:
-                self._copy_input(pid, buf, rval)
-
-    def _copy_input(self, pid: int, address: int, size: int) -> None:
-        room = MAX_INPUT - len(self.trace.input)
-        if room <= 0 or size > room:
-            self.trace.input_complete = False
-        if room <= 0:
-            return
-        try:
-            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.trace.input_complete = False
-            return
-        try:
-            self.trace.input += os.pread(fd, min(size, room), address)
-        except OSError:
-            self.trace.input_complete = False
-        finally:
-            os.close(fd)
+        if self.input_of is not None and self.trace.reader is None and self.input_of(record):
+            self.copy.adopt(pid, record)
 
 
 def _resume(request: int, pid: int, sig: int = 0) -> None:

@@ -63,12 +63,12 @@ class TooLong(OSError):
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
                      on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None,
-                     wrapped: bool = False) -> Outcome:
+                     log_fd: int | None = None, wrapped: bool = False) -> Outcome:
     """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup).
 
     Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
     tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
-                    input_of=input_of, wrapped=wrapped)
+                    input_of=input_of, log_fd=log_fd, wrapped=wrapped)
     start = time.perf_counter()
     try:
         # shielded: a cancellation landing after the thread started the run would lose the process

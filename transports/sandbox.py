@@ -581,12 +581,14 @@ class Sandbox:
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
                   binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None,
                   watch: frozenset[exectrace.Identity] = frozenset(),
-                  input_of: Callable[[exectrace.Exec], bool] | None = None) -> Execution:
+                  input_of: Callable[[exectrace.Exec], bool] | None = None, log_fd: int | None = None
+                  ) -> Execution:
         """Run ``argv`` in the working directory under the limits; never raises for the command's failure.
 
         The run is traced (:mod:`transports.exectrace`): ``Execution.trace`` lists every program it
         executed, as the kernel held it; ``watch`` names the program files (shells) whose command line is
-        read whole; ``input_of`` picks the program whose terminal input is recorded (``trace.input``).
+        read whole; ``input_of`` picks the program whose terminal input is recorded (``trace.input``), and
+        ``log_fd`` names that program's descriptor whose writes are copied too (``trace.shell_log``).
         Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran)
         and ``SandboxError`` when the launcher cannot start at all.
         """
@@ -602,7 +604,7 @@ class Sandbox:
             outcome = await run_traced(
                 full, env=self.env(env), cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
                 output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
-                launcher_execs=stages, on_end=lambda: cgroups.kill_all(group), input_of=input_of,
+                launcher_execs=stages, on_end=lambda: cgroups.kill_all(group), input_of=input_of, log_fd=log_fd,
                 wrapped=self.isolation == "bwrap")
         except TooLong:
             cgroups.remove(group)

@@ -28,8 +28,9 @@ The component, all real, inside the sandbox
     prompt is up and readline has the terminal (``stty -icanon``), the driver sends the keys,
     waits until bash is idle (a prompt with no typed input left: ``read -t 0``, then ``tmux
     wait-for``) or the time is up, captures the pane and kills the server. When bash answered
-    fewer prompts than R has lines, the driver waits until the record stops moving for 50 ms:
-    a line may have been read as data, or a long R may not all be in the pty yet.
+    fewer prompts than R has lines, the driver waits until bash's log file stops growing for
+    50 ms: a line may have been read as data, or a long R may not all be in the pty yet. (That
+    file only paces the driver; the host never reads it.)
 
 ``received``: what the pane's shell read from its terminal, from the kernel
     The pane's interactive bash is recognised in the exec trace by the file it executes and the
@@ -40,35 +41,47 @@ The component, all real, inside the sandbox
     Nothing in the sandbox takes part, so a later line cannot rewrite an earlier line's record.
     A byte that a builtin of the pane's shell (``read``) takes as data was read by the shell too.
 
-    What bash then did with the text is its own record: ``PS0`` (expanded after a command is
-    read, before it runs) appends ``history 1``, the entry bash made for it (the text *after*
-    history expansion); ``PS1`` and ``PS2`` log each prompt and ``$?``; ``lithist`` keeps a
-    multi-line command's newlines. When that record differs from what was read (history
-    expansion of ``!``, readline completing a tab away, a backslash-newline joined, a line read
-    as data, a command left incomplete at PS2), the delivery is ``split`` (damaged) and the note
-    quotes it. The record is written by hooks in the pane's own shell, so a command can rewrite
-    it, earlier lines included: the ``split`` it adds is advisory (docs/sandbox.md, residual
-    risks). It never changes ``received``, nor the verdict. The host reads it only with :func:`tasks.safefs.read_under` (no link followed,
-    no FIFO opened, capped).
+``split``: what bash ran, by its own log, copied by the host as it is written
+    bash's hooks log what it made of the text: ``PS0`` (expanded after a command is read, before
+    it runs) writes ``C`` and ``history 1``, the entry bash made for it (the text *after* history
+    expansion); ``PROMPT_COMMAND`` writes ``P`` and ``$?`` before each primary prompt, ``PS2``
+    writes ``W``; ``lithist`` keeps a multi-line command's newlines. The hooks write to the pane
+    shell's descriptor ``LOG_FD``, opened on a file before bash starts, and the tracer copies each
+    of those ``write(2)`` calls from memory as it happens (:mod:`transports.shellcopy`): a line's
+    entry is in the host's hands before the line runs. A later line can only append to the log,
+    and :func:`parse_log` stops at anything the hooks never write; that, more entries than typed
+    lines, or a log past the trace's budget is damage. The file itself is never read back, so
+    replacing, truncating or closing it hides nothing: a missing entry makes the log differ. The
+    descriptor is inherited by the command's programs (bash cannot mark it close-on-exec); only
+    bash's own writes are copied, so theirs change nothing.
+
+    When the log differs from what was read (history expansion of ``!``, readline completing a
+    tab away, a backslash-newline joined, a line read as data, a command left incomplete at PS2),
+    the delivery is ``split`` (damaged) and the note quotes it. What a line does to the hooks
+    (``PS0=``, ``unset PROMPT_COMMAND``) changes what the log says of the lines after it, never of
+    itself or the lines before (docs/sandbox.md, residual risks). It never changes ``received``.
 
 The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
     and stderr merged); ``stderr`` is what tmux said to the harness. ``exit_code`` is ``$?``
-    at the last prompt, or the interactive shell's status if it exited; ``None`` when the time
-    ran out, bash was left waiting at PS2, or the last command never came back to a prompt.
+    at the last prompt, or the interactive shell's status if it exited by itself (the kernel's
+    wait status of its pid; a shell killed by a signal was killed at the end); ``None`` when the
+    time ran out, bash was left waiting at PS2, or the last command never came back to a prompt.
 
 The fix, ``tmux-safe``
     The host writes R to a file in ``meta/`` (not through the pane) and the harness types only
     ``bash FILE </dev/null``, with ``send-keys -l`` and ``Enter`` as a separate key. The typed
     text has no ``;`` at the end, no ``!``, tab or quote, so tmux, readline and history expansion
     leave it alone, and bash reads R from the file, as ``bash -c R`` would get it, with stdin
-    at ``/dev/null`` as on ``raw``. ``received`` is the file's contents, when bash's record
-    shows exactly the typed line ran. What stays different from ``raw``: ``$0`` is the file's
-    name, and stdout and stderr are the terminal (``isatty`` is true).
+    at ``/dev/null`` as on ``raw``. ``received`` is the file's contents, when the shell read
+    exactly the typed line and bash's log shows that line ran. What stays different from
+    ``raw``: ``$0`` is the file's name, stdout and stderr are the terminal (``isatty`` is true),
+    and the command's programs inherit ``LOG_FD`` (bash cannot mark it close-on-exec).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field, replace
@@ -80,29 +93,35 @@ from collections.abc import Callable
 from ..base import Delivery, check_command
 from ..capture import program_identity
 from ..components import TMUX
-from ..exectrace import Exec
+from ..exectrace import Exec, Trace
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
 from .route import Route
 
 MARGIN_S = 0.6          # kept from the sandbox's timeout for capturing the pane and stopping the server
-MAX_EVENTS = 4 << 20    # bytes of bash's record read back
+LOG_FD = 247            # the pane shell's descriptor for its hooks' log: clear of 3-9 and 200, which scripts use
 COLUMNS, ROWS, SCROLLBACK = 200, 50, 5000
 
 DRIVER = r"""
 mode=$1 d=$2 budget_us=$3 text=$4
-S=$d/sock E=$d/events
+S=$d/sock E=$d/log  # the hooks' log: the host copies its writes as they happen; the driver only paces on it
 t() { tmux -S "$S" "$@"; }
 start=${EPOCHREALTIME/./}
 left() { local r=$(( start + budget_us - ${EPOCHREALTIME/./} )); (( r < 50000 )) && r=50000; printf '%d.%06d' $((r / 1000000)) $((r % 1000000)); }
 export HISTFILE=/dev/null
-export PROMPT_COMMAND='shopt -s lithist; export -n PS0 PS1 PS2 HISTFILE; unset PROMPT_COMMAND'
-export PS0='$(LC_ALL=C; h=$(history 1); { echo "C ${#h}"; echo "$h"; } >>'"$E"')'
-export PS1='$(echo "P $?" >>'"$E"'; read -t 0 || tmux wait-for -S qb-idle)$ '
-export PS2='$(echo W >>'"$E"'; read -t 0 || tmux wait-for -S qb-idle)> '
-pane='bash --norc --noprofile -i; printf "X %d\n" $? >>"$0"; tmux wait-for -S qb-idle'
+# the hooks travel under other names (a non-interactive bash, the pane's wrapper, unsets PS1 and PS2) and are
+# set by the first PROMPT_COMMAND, before any key is typed; the wrapper is bash for a descriptor above 9 (and
+# not tmux's pane-died hook, which now and then never fires, tells the driver when the pane's shell is gone)
+# P is written by the shell itself (PROMPT_COMMAND), C and W by its first fork after it read (transports.shellcopy)
+export PROMPT_COMMAND='shopt -s lithist; PS0=$QB_PS0 PS1=$QB_PS1 PS2=$QB_PS2 PROMPT_COMMAND=$QB_PC
+unset QB_PS0 QB_PS1 QB_PS2 QB_PC; export -n HISTFILE PROMPT_COMMAND; eval "$PROMPT_COMMAND"'
+export QB_PC='echo "P $?" >&{fd}'
+export QB_PS0='$(LC_ALL=C; h=$(history 1); { echo "C ${#h}"; echo "$h"; } >&{fd})'
+export QB_PS1='$(read -t 0 || tmux wait-for -S qb-idle)$ '
+export QB_PS2='$(echo W >&{fd}; read -t 0 || tmux wait-for -S qb-idle)> '
+pane='exec {fd}>>"$0"; bash --norc --noprofile -i; tmux wait-for -S qb-idle'
 t -f /dev/null start-server \; set -g history-limit {scrollback} \; set -g remain-on-exit on \
-  \; new-session -d -s qb -x {columns} -y {rows} -c "$PWD" sh -c "$pane" "$E" 2>"$d/tmux-err" \
+  \; new-session -d -s qb -x {columns} -y {rows} -c "$PWD" bash -c "$pane" "$E" 2>"$d/tmux-err" \
   || { echo "start $?" >"$d/status"; exit 0; }
 timeout "$(left)" tmux -S "$S" wait-for qb-idle || { echo "start prompt" >"$d/status"; t kill-server; exit 0; }
 tty=$(t display -p -t qb '#{pane_tty}')
@@ -125,7 +144,8 @@ fi
 t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
 t kill-server 2>/dev/null
 echo "$state" >"$d/status"
-""".replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)).replace("{rows}", str(ROWS))
+""".replace("{fd}", str(LOG_FD)).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
+    .replace("{rows}", str(ROWS))
 """Arguments: mode (``keys``: R as one argument then ``Enter``; ``safe``: ``-l LINE`` then ``Enter``), the
 run's directory as the sandbox names it, the time budget in microseconds, and the text."""
 
@@ -142,27 +162,40 @@ def pane_shell() -> Callable[[Exec], bool]:
 
 @dataclass
 class Record:
-    """What the prompt hooks logged: one line per primary prompt answered, and how the run ended."""
+    """What the prompt hooks logged: one line per primary prompt answered, and where the log stopped."""
 
     lines: list[str] = field(default_factory=list)
     status: int | None = None        # $? at the last primary prompt
-    exited: int | None = None        # the interactive shell's exit status, if it exited
     pending: list[str] = field(default_factory=list)  # commands read after the last prompt (still running)
     at_continuation: bool = False    # the last prompt was PS2: an incomplete command waited for more input
-    malformed: bool = False
     prompted: bool = False           # bash showed its first primary prompt
-    refused: str | None = None       # why the record could not be read safely (the command replaced it)
+    commands: int = 0                # history entries logged (each needs at least one typed line)
+    damage: str | None = None        # why the log is not the hooks' own sequence; parsing stopped there
+
+    def executed(self) -> str | None:
+        """What bash ran, by its own log, in the form of what it read (lines joined by newlines); None
+        before the first prompt. A write appended to the log can only extend it."""
+        if not self.prompted:
+            return None
+        return "\n".join(self.lines + (["\n".join(self.pending)] if self.pending else []))
 
 
-def parse_events(data: bytes) -> Record:
-    """Parse the hooks' log (``P status``, ``W``, ``C nbytes`` + entry, ``X status``); stops at malformed data."""
+def parse_log(data: bytes) -> Record:
+    """Parse the hooks' log (``P status``, ``W``, ``C nbytes`` + entry), as the tracer copied it.
+
+    The hooks write a prompt (``P``) first, then per command read ``W`` for each continuation line and
+    one ``C`` before it runs. Anything else (malformed data, a ``C`` or ``W`` before the first prompt, a
+    second ``C`` with no prompt since the last) can only have been written by the command: the parse
+    stops there with ``damage`` set. Entries are in the order they were written, so what a command
+    appends never changes how the entries before it parse."""
     rec = Record()
     since: list[str] = []
+    answered = False  # a prompt since the last C: the next C is the hooks'
     pos = 0
     while pos < len(data):
         end = data.find(b"\n", pos)
         if end < 0:
-            rec.malformed = True
+            rec.damage = "ends inside an entry"
             break
         head = data[pos:end].split(b" ")
         pos = end + 1
@@ -170,40 +203,42 @@ def parse_events(data: bytes) -> Record:
         try:
             arg = int(head[1]) if len(head) == 2 else None
         except ValueError:
-            rec.malformed = True
+            rec.damage = "malformed"
             break
-        if kind == b"C" and arg is not None and 0 <= arg <= len(data) - pos:
+        if kind in (b"C", b"W") and not rec.prompted:
+            rec.damage = "an entry before the first prompt"
+            break
+        whole = arg is not None and 0 <= arg < len(data) - pos and data[pos + arg:pos + arg + 1] == b"\n"
+        if kind == b"C" and whole:
+            if not answered:
+                rec.damage = "two commands with no prompt between"
+                break
             entry = data[pos:pos + arg]
             pos += arg + 1
             m = _ENTRY.match(entry)
             text = entry[m.end():] if m else entry
             since.append(text.decode("utf-8", errors="surrogateescape"))
-            rec.at_continuation = False
+            rec.commands += 1
+            rec.at_continuation, answered = False, False
         elif kind == b"P" and arg is not None:
             if rec.prompted:
                 rec.lines.append("\n".join(since))
-            rec.prompted, since, rec.status, rec.at_continuation = True, [], arg, False
+            rec.prompted, since, rec.status, rec.at_continuation, answered = True, [], arg, False, True
         elif kind == b"W" and arg is None:
-            rec.at_continuation = True
-        elif kind == b"X" and arg is not None:
-            rec.exited = arg
+            rec.at_continuation, answered = True, True
         else:
-            rec.malformed = True
+            rec.damage = "malformed"
             break
     rec.pending = since
     return rec
 
 
-def _read(sandbox: Sandbox, rel: str, cap: int, refused: list[str] | None = None) -> bytes | None:
-    """The file ``meta/rel`` (at most ``cap`` bytes), or None when missing or unsafe to read (then why, in
-    ``refused``): the command can reach the run's directory, so it is read without following anything."""
+def _read(sandbox: Sandbox, rel: str, cap: int) -> bytes | None:
+    """The file ``meta/rel`` (at most ``cap`` bytes), or None when missing or unsafe to read: the command can
+    reach the run's directory, so it is read without following a link or opening a FIFO."""
     try:
         return read_under(sandbox.meta, rel, cap)
-    except UnsafeRead as e:
-        if refused is not None:
-            refused.append(e.message)
-        return None
-    except OSError:
+    except (UnsafeRead, OSError):
         return None
 
 
@@ -247,13 +282,11 @@ class Tmux(Route):
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
         try:
             ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text],
-                                   input_of=pane_shell())
+                                   input_of=pane_shell(), log_fd=LOG_FD)
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
         state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
-        refused: list[str] = []
-        rec = parse_events(_read(sandbox, f"{rel}/events", MAX_EVENTS, refused) or b"")
-        rec.refused = refused[0] if refused else None
+        rec = parse_log(ex.trace.shell_log if ex.trace is not None else b"")
         tmux_said = (_read(sandbox, f"{rel}/tmux-err", sandbox.limits.output_cap) or b"").decode("utf-8", "replace")
         pane = _read(sandbox, f"{rel}/pane", sandbox.limits.output_cap + 1) or b""
         return self._judge(command, text, ex, state, rec, tmux_said, pane, sandbox.limits.output_cap)
@@ -271,30 +304,38 @@ class Tmux(Route):
             run.exit_code = int(failed.group(1))
             return Delivery(received=None, execution=run, received_note="tmux refused the send-keys command: "
                             "nothing was typed")
-        if state.startswith("start") or (state not in ("idle", "timeout", "gone") and not rec.prompted
-                                          and not rec.refused):
+        if state.startswith("start") or (state not in ("idle", "timeout", "gone") and not rec.prompted):
             why = tmux_said.strip()[:200] or state or ex.stderr.text.strip()[:200] or "no report"
             return Delivery(received=None, execution=None, transport_error=f"{self.name}: tmux did not start: {why}")
         if state not in ("idle", "timeout", "gone") and not ex.timed_out:
             notes.append("the driver's report was missing or unreadable (the command interfered with it?)")
-        lines = rec.lines + (["\n".join(rec.pending)] if rec.pending else [])
-        executed = "\n".join(lines) if rec.prompted else None  # bash's own record (its hooks: informative)
+        executed = rec.executed()  # bash's own record, as the tracer copied it
         received, split = delivered(ex), False
         trace = ex.trace
+        status = trace.reader_status if trace is not None else None
+        # a shell killed by a signal was, as a rule, killed at the end (kill-server's SIGHUP, the timeout's
+        # SIGKILL): only a shell that exited by itself has a status of its own
+        exited = os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None
         if trace is None or trace.reader is None:
             notes.append("the pane's shell never started")
         elif not trace.input_complete:
             split = True
             notes.append("the pane's shell read more than the trace keeps (or part of it could not be read)")
+        for why in self._log_damage(rec, trace, received):
+            split = True  # only the command can have caused it: it adds damage, never removes it
+            notes.append(why)
         if received is not None and executed is not None and executed != received and not self.safe:
             split = True  # delivered intact, then bash changed it: history expansion, a continuation
             notes.append(f"bash's own record of what it ran differs from what it read: {executed[:200]!r}")
         if timed_out:
             run.exit_code = None
-        elif rec.exited is not None:
-            run.exit_code = rec.exited
+        elif exited is not None:
+            run.exit_code = exited
         elif rec.pending:
             run.exit_code = None  # the last command never came back to a prompt
+            if state == "idle" and rec.damage is None:  # ...yet the pane did: the hooks could not write there
+                notes.append("bash's log stops inside its last command, though the pane came back to a prompt "
+                             "(the command closed or moved the log's descriptor?): its status is unknown")
         elif rec.at_continuation:
             run.exit_code = None
             notes.append("bash was left at its continuation prompt (PS2): the last command was incomplete and "
@@ -303,16 +344,28 @@ class Tmux(Route):
             run.exit_code = rec.status
         if state == "gone":
             notes.append("the tmux server was gone before the command finished")
-        if rec.refused:
-            notes.append(f"bash's record was not read: {rec.refused}")
-        if rec.malformed:
-            notes.append("bash's record ended in malformed data (written by the command?)")
         if self.safe:
-            if received == typed:
+            if received == typed and executed == typed:
                 received = command  # the file bash was started on held exactly R, written by the host
             else:
-                notes.append("the pane's shell did not read the typed line alone: received is what it read")
+                notes.append("the pane's shell did not read and run the typed line alone: received is what it "
+                             "read")
         return Delivery(received=received, execution=run, received_note="; ".join(notes) or None, split=split)
+
+    @staticmethod
+    def _log_damage(rec: Record, trace: Trace | None, received: str | None) -> list[str]:
+        """Why bash's log is not the hooks' own: each is something only the command can have caused (the
+        hooks' entries for a line are copied before that line runs), so each is damage."""
+        why: list[str] = []
+        if trace is not None and trace.reader is not None and not trace.shell_log_complete:
+            why.append("bash's log of what it ran was longer than the trace keeps, or could not be copied")
+        if rec.damage:
+            why.append(f"bash's log of what it ran holds what its hooks never write ({rec.damage}): "
+                       "written by the command")
+        typed_lines = len(re.findall(r"[\r\n]", received)) + 1 if received is not None else 0
+        if rec.commands > typed_lines:
+            why.append(f"bash's log holds {rec.commands} commands for {typed_lines} typed lines")
+        return why
 
 
 def delivered(ex: Execution) -> str | None:
