@@ -35,7 +35,7 @@ The component, all real, inside the sandbox
     The pane's interactive bash is recognised in the exec trace by the file it executes and the
     argv tmux starts it with (it starts before any key is typed); the host's tracer stops it at
     its system calls and copies every byte it ``read(2)``s from fd 0, at the syscall's exit, from
-    its memory (:mod:`transports.exectrace`). ``received`` is those bytes, less the one Enter the
+    its memory (:mod:`transports.sandbox.exectrace`). ``received`` is those bytes, less the one Enter the
     harness typed after R: the keys as tmux, the pty and the line discipline delivered them.
     Nothing in the sandbox takes part, so a later line cannot rewrite an earlier line's record.
     A byte that a builtin of the pane's shell (``read``) takes as data was read by the shell too.
@@ -80,7 +80,7 @@ from collections.abc import Callable
 from ..base import Delivery, check_command
 from ..capture import program_identity
 from ..components import TMUX
-from ..exectrace import Exec
+from ..sandbox.exectrace import Exec
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
 from .route import Route
