@@ -1,5 +1,5 @@
 """Which design a campaign runs: the native tool kind and the turn budget, and the config variant that
-keeps each design apart in labels, resume keys and reports (:attr:`transports.record.ConfigInfo.variant`).
+keeps each design apart in labels, resume keys and reports (:attr:`transports.results.record.ConfigInfo.variant`).
 
 ``--native-tool builtin`` (the default where the provider has a built-in shell tool: ``anthropic``,
 ``openai``) offers the provider's own shell tool; ``function`` offers the MCP function tool ``bash``, the

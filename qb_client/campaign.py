@@ -45,9 +45,9 @@ import anyio
 
 from tasks.schema import Task
 from transports.execute import execute, no_command_record
-from transports.record import Record, Usage, new_id, versions
+from transports.results.record import Record, Usage, new_id, versions
 from transports.registry import get
-from transports.store import JsonlWriter, read_jsonl
+from transports.results.store import JsonlWriter, read_jsonl
 
 from .contracts import PROMPT_VERSION, check_contract
 from .loop import combine

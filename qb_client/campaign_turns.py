@@ -19,9 +19,9 @@ import anyio
 
 from tasks.schema import Task
 from transports.execute import chain, no_command_record
-from transports.record import Record, Usage, versions
+from transports.results.record import Record, Usage, versions
 from transports.registry import get
-from transports.store import JsonlWriter, read_jsonl
+from transports.results.store import JsonlWriter, read_jsonl
 
 from .contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
 from .loop import chain_record, run_chain

@@ -18,7 +18,7 @@ import typer.main
 from tasks.load import TaskFileError, UnknownTaskError
 from transports.registry import UnknownTransportError
 from transports.sandbox import SandboxError
-from transports.store import StoreError
+from transports.results.store import StoreError
 
 from . import cli_components, cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
 from .cli_app import app

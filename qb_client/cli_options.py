@@ -38,7 +38,7 @@ def apply_suite(value: str) -> str:
 
 def apply_userland(value: str) -> str:
     from transports.sandbox import set_default_userland
-    from transports.userland import UserlandError
+    from transports.sandbox.userland import UserlandError
 
     try:
         set_default_userland(value)

@@ -145,7 +145,7 @@ def replay_cmd(
     """Fixed-reply replay: every stored reply through every transport (summary: one row per config)."""
     import time
 
-    from transports.store import read_jsonl
+    from transports.results.store import read_jsonl
 
     from .replay import done_keys, is_harness_error, load_replies, replay, same_axes
     from .reply_store import allow_suite_mismatch
@@ -194,7 +194,7 @@ def replay_cmd(
 
 
 def parse_params(text: Optional[str]) -> dict:
-    from transports.store import loads
+    from transports.results.store import loads
 
     if not text:
         return {}
@@ -259,7 +259,7 @@ def run_cmd(
     if live and not allow_no_isolation and (why := isolation_refusal("run with a live model")):
         fail(why)
 
-    from transports.store import read_jsonl
+    from transports.results.store import read_jsonl
 
     from .campaign import Campaign, Plan, check_resume_files
     from .native import NativeExecutor

@@ -27,7 +27,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.schema import Task
-from transports.store import loads
+from transports.results.store import loads
 
 PROMPT_VERSION = "p1"
 """Bump on any change to the templates, the tool spec or the extraction rule below."""

@@ -44,7 +44,7 @@ def sections() -> list[tuple[str, list[Entry], str]]:
     from transports.registry import LISTED, get
     from transports.components import shell_component
     from transports.shells import SHELLS
-    from transports.userland import PROGRAMS
+    from transports.sandbox.userland import PROGRAMS
 
     def built(name: str) -> Entry:
         try:

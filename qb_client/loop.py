@@ -30,7 +30,7 @@ import anyio
 from qb_server.tools import render
 from tasks.schema import Task
 from tasks.validate import CheckResult, Verdict
-from transports.record import Record, Step, Turn, Usage
+from transports.results.record import Record, Step, Turn, Usage
 
 from .contracts import is_stop, loop_observation
 from .providers.base import Exchange, Generation, GenerationRequest, Observation, Provider

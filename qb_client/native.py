@@ -24,7 +24,7 @@ from mcp import Client
 from qb_server.app import QBServer, build_app
 from qb_server.sessions import META_KEY
 from qb_server.tools import RECORD_META
-from transports.record import Record
+from transports.results.record import Record
 
 from .contracts import ToolSpec
 from .limits import command_limits

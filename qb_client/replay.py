@@ -40,9 +40,9 @@ from tasks.load import UnknownTaskError, get_task
 from tasks.validate import CheckResult, Verdict
 from transports.base import Delivery
 from transports.execute import build_record, execute, no_command_record
-from transports.record import ConfigInfo, Record, Usage, new_id, reply_id_for
+from transports.results.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
-from transports.store import JsonlWriter, loads, read_jsonl
+from transports.results.store import JsonlWriter, loads, read_jsonl
 
 from .console import fail
 from .limits import command_limits

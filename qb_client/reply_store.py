@@ -1,6 +1,6 @@
 """The two rules every reader of a reply store shares (``quotebench replay`` and ``run --model replay:FILE``).
 
-Lines: a store is read by the rule of :mod:`transports.store`. Only an
+Lines: a store is read by the rule of :mod:`transports.results.store`. Only an
 unterminated last line that is not complete JSON is taken for a write torn by
 a kill (skipped, with a note on stderr); any other line that does not parse is
 bad input, refused before anything runs, naming the file and the line.
@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from transports.store import StoreError, jsonl_values, torn_note
+from transports.results.store import StoreError, jsonl_values, torn_note
 
 
 ALLOW_FLAG = "--allow-suite-mismatch"

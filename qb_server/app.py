@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 from mcp.server.mcpserver import MCPServer
 
-from transports.record import Record
+from transports.results.record import Record
 from transports.sandbox import Limits
 
 from .config import (

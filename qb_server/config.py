@@ -16,7 +16,7 @@ from pathlib import Path
 from tasks.load import UnknownTaskError, get_task
 from tasks.schema import Task
 from transports.base import Transport
-from transports.record import new_id
+from transports.results.record import new_id
 from transports.registry import UnknownTransportError, get, validate_name
 from transports.sandbox import Limits
 

@@ -53,9 +53,9 @@ from tasks.schema import Task
 from tasks.validate import Verdict, validate
 from transports.base import Delivery, Transport
 from transports.execute import build_record, deliver, verdict_for
-from transports.record import ConfigInfo, Record, capped
+from transports.results.record import ConfigInfo, Record, capped
 from transports.sandbox import Sandbox
-from transports.store import JsonlWriter
+from transports.results.store import JsonlWriter
 
 from .budget import UNLIMITED, HostBudget, runs_per_call
 from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, ServerConfig
@@ -254,7 +254,7 @@ class SessionManager:
 
     def _record(self, session: Session, command: str | None, delivery: Delivery, verdict: Verdict, suffix: str,
                 error: str | None = None) -> Record:
-        """The record of a call or an end, every stored field capped (:func:`transports.record.capped`)."""
+        """The record of a call or an end, every stored field capped (:func:`transports.results.record.capped`)."""
         return capped(build_record(
             session.task, self.transport.name, command, delivery, verdict,
             reply=command or "", run_id=self.config.run_id,

@@ -19,7 +19,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from tasks.load import UnknownTaskError, get_task
-from transports.record import Record
+from transports.results.record import Record
 from .sessions import HARNESS, SessionKey, client_name
 
 if TYPE_CHECKING:
@@ -184,6 +184,6 @@ def _add_controls(mcp: MCPServer, app: "QBServer", key: Any) -> None:
 
 
 def _version() -> str:
-    from transports.record import versions
+    from transports.results.record import versions
 
     return versions().get("quotebench", "")

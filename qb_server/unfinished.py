@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from transports.record import Record
-from transports.store import JsonlWriter, jsonl_values
+from transports.results.record import Record
+from transports.results.store import JsonlWriter, jsonl_values
 
 UNFINISHED = "session-end: unfinished: the server stopped without ending it"
 _ID = re.compile(r"^(mcp-.+-[0-9a-f]{8})-(?:(\d+)|session-end(?:-\d+)?)$")
@@ -63,8 +63,8 @@ class RecordLock:
 def open_sessions(path: str | os.PathLike[str]) -> dict[str, tuple[dict[str, Any], int]]:
     """``{session prefix: (its last call, how many ends it already has)}`` for sessions with calls after
     their last end. Lines that are not server records are passed over; the file is read by the rule of
-    :mod:`transports.store` (a torn last line skipped; a line that is not JSON, too long or nested too
-    deep is :class:`~transports.store.StoreError`, one line naming the file and line: the server does
+    :mod:`transports.results.store` (a torn last line skipped; a line that is not JSON, too long or nested too
+    deep is :class:`~transports.results.store.StoreError`, one line naming the file and line: the server does
     not start on a file it cannot read)."""
     last: dict[str, dict[str, Any]] = {}
     ends: dict[str, int] = {}

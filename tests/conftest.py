@@ -27,25 +27,25 @@ def _bwrap() -> bool:
 
 
 def _openssh() -> bool:
-    from transports.ssh_endpoint import _openssh as find
+    from transports.ssh.endpoints import openssh_program as find
 
     return find() is not None
 
 
 def _pids_cgroup() -> bool:
-    from transports import cgroups
+    from transports.sandbox import cgroups
 
     return cgroups.mechanisms()["processes"] != "none"
 
 
 def _memory_cgroup() -> bool:
-    from transports import cgroups
+    from transports.sandbox import cgroups
 
     return cgroups.mechanisms()["memory"] != "rlimit-as"
 
 
 def _disk_cap() -> bool:
-    from transports import diskcap
+    from transports.sandbox import diskcap
 
     return diskcap.possible()
 

@@ -17,7 +17,7 @@ import pytest
 
 from qb_client.cli import main
 from qb_client.doctor import report
-from transports import components
+from transports import components, needs
 from transports.paths import PATHS
 from transports.registry import LISTED
 
@@ -76,7 +76,7 @@ def not_ready(doc: dict) -> list[str]:
 @pytest.mark.needs("tmux")
 def test_doctor_reports_a_missing_binary_as_missing(tmp_path, capsys, monkeypatch) -> None:
     before = not_ready(report())  # whatever else this machine lacks
-    monkeypatch.setattr(components, "SEARCH_PATH", str(all_but(tmp_path, "tmux")))
+    monkeypatch.setattr(needs, "SEARCH_PATH", str(all_but(tmp_path, "tmux")))
     code, out, _ = cli(capsys, monkeypatch, "doctor", "--json")
     doc = json.loads(out)
     assert code == 1 and doc["ready"] is False
@@ -93,7 +93,7 @@ def test_doctor_reports_a_missing_binary_as_missing(tmp_path, capsys, monkeypatc
 
 
 def test_an_optional_component_missing_leaves_its_path_ready(tmp_path, capsys, monkeypatch) -> None:
-    monkeypatch.setattr(components, "SEARCH_PATH", str(all_but(tmp_path, "ssh")))
+    monkeypatch.setattr(needs, "SEARCH_PATH", str(all_but(tmp_path, "ssh")))
     doc = report()
     ssh = next(e for s in doc["sections"] for e in s["entries"] if e["name"] == "ssh")
     assert ssh["missing"] == ["ssh"] and ssh["ready"] == next(

@@ -22,7 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 from tasks.validate import CheckResult, Verdict
-from transports.record import ConfigInfo, Output, Record, Timing, Usage
+from transports.results.record import ConfigInfo, Output, Record, Timing, Usage
 from transports.registry import known
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -86,7 +86,7 @@ async def test_a_yaml_parse_over_its_bound_is_a_transport_error_not_a_stall() ->
 
 async def test_the_run_clock_is_the_run_s_own_not_the_loop_s() -> None:
     """A loop stalled for longer than the limit must not make a quick command look timed out: the run's
-    clock and end are kept by a thread of the run (transports/process.py), not by the loop."""
+    clock and end are kept by a thread of the run (transports/sandbox/process.py), not by the loop."""
     async def stall() -> None:
         await anyio.sleep(0.1)
         time.sleep(1.5)  # the loop is held: nothing of it runs
@@ -186,7 +186,7 @@ async def test_idle_sessions_cannot_hold_the_host_budget(tmp_path: Path, http_se
 async def test_a_reply_of_megabytes_makes_a_record_of_the_cap(tmp_path: Path,
                                                               http_servers: list[HttpServer]) -> None:
     """A 3 MiB command was stored twice (reply and command) in full, on every call."""
-    from transports.record import FIELD_CAP
+    from transports.results.record import FIELD_CAP
 
     server, record = _server(tmp_path, http_servers)
     command = "echo " + "x" * (3 * MiB)

@@ -314,7 +314,7 @@ def test_a_deep_line_in_a_campaign_stops_run_resume_and_loses_nothing(tmp_path: 
 
 
 def test_read_jsonl_refuses_a_deep_line_naming_it(tmp_path: Path) -> None:
-    from transports.store import StoreError, read_jsonl
+    from transports.results.store import StoreError, read_jsonl
 
     f = tmp_path / "replies.jsonl"
     f.write_text(deep() + "\n")
@@ -323,7 +323,7 @@ def test_read_jsonl_refuses_a_deep_line_naming_it(tmp_path: Path) -> None:
 
 
 def test_the_depth_scan_is_exact_and_ignores_brackets_in_strings() -> None:
-    from transports.store import MAX_DEPTH, parse_line
+    from transports.results.store import MAX_DEPTH, parse_line
 
     ok = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     assert parse_line(ok.encode()) is not None

@@ -54,10 +54,10 @@ def test_offline_runs_warn_and_go_on(tmp_path: Path) -> None:
 def test_a_bwrap_that_cannot_make_a_sandbox_is_named_not_used() -> None:
     """Where user namespaces are forbidden bwrap is installed but fails: the probe says so (a real program
     that fails the same way stands in for it), instead of every run failing under isolation "bwrap"."""
-    from transports.sandbox import _starts
+    from transports.sandbox.isolation import starts
 
-    assert _starts("/bin/false") == "/bin/false cannot make a sandbox here: exit 1"
-    assert _starts("/nonexistent/bwrap").startswith("/nonexistent/bwrap cannot start: ")
+    assert starts("/bin/false") == "/bin/false cannot make a sandbox here: exit 1"
+    assert starts("/nonexistent/bwrap").startswith("/nonexistent/bwrap cannot start: ")
 
 
 # -- where root cannot be dropped (step 13): QB_NO_UID_DROP=1 stands in for a machine without user namespaces

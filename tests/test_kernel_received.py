@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from tasks.load import get_task
-from transports import hostuid
+from transports.sandbox import hostuid
 from transports.execute import execute
 from transports.sandbox import Limits, Sandbox
 

@@ -161,7 +161,7 @@ def test_the_memory_and_disk_caps_are_options(tmp_path: Path) -> None:
 def test_a_dead_processes_tmpfs_root_is_detached_wherever_it_was_made(tmp_path: Path, require) -> None:
     """A harness killed with TMPDIR elsewhere (a test's own directory) leaves a mounted root there; the next
     process finds it through the mount table, not by looking in its own temp directory."""
-    from transports import diskcap
+    from transports.sandbox import diskcap
 
     require("disk-cap")
     stale = tmp_path / "elsewhere" / "qb-sandbox-999999998-stale"

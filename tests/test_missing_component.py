@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from tasks.load import get_task
-from transports import components
+from transports import components, needs
 from transports.execute import execute
 from transports.paths import npm_cache
 from transports.sandbox import Limits
@@ -80,7 +80,7 @@ def test_a_failure_is_remembered_for_the_process_and_retried_only_on_request(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No npm run at all: node and npm are looked up through the one function, pointed at an empty dir."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(components, "SEARCH_PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(needs, "SEARCH_PATH", str(tmp_path / "empty"))
     monkeypatch.setattr(npm_cache, "_failed", {})
     calls: list[str] = []
     real = npm_cache.node_program
@@ -101,7 +101,7 @@ def test_a_failure_is_remembered_for_the_process_and_retried_only_on_request(
 @pytest.mark.needs("bwrap")
 def test_a_missing_program_is_a_harness_error_before_anything_runs(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(components, "SEARCH_PATH", str(tmp_path))
+    monkeypatch.setattr(needs, "SEARCH_PATH", str(tmp_path))
     r = anyio.run(lambda: execute(TASK, "make", "echo hello world > out.txt", limits=Limits(timeout_s=10)))
     assert r.error == f"harness: make: make not found in {tmp_path} (Debian package: make; apt-get install make)"
     assert r.transport_error is None and r.damaged is False and r.exit_code is None

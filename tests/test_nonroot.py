@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from transports import hostuid
+from transports.sandbox import hostuid
 
 UID = 4321
 pytestmark = [pytest.mark.needs("root"), pytest.mark.needs("bwrap")]

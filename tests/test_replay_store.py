@@ -1,6 +1,6 @@
 """Reply stores and results files as real JSONL on disk, read through the real CLI (a subprocess).
 
-The rule (transports/store.py): only an unterminated last line that is not
+The rule (transports/results/store.py): only an unterminated last line that is not
 complete JSON is a write torn by a kill; it is skipped (readers) or removed
 (a writer resuming), and stderr says so. Any other bad line is bad input: exit 2,
 one line naming the file and the line, before anything runs. In a reply store a

@@ -80,7 +80,7 @@ def tiny() -> list[dict]:
 
 
 def test_helper_makes_valid_records():
-    from transports.record import Record
+    from transports.results.record import Record
 
     Record.model_validate(rec("a/control", True))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from qb_client.report.compute import compute
 from qb_client.report.terminal import baseline_hint
 from tasks.validate import Verdict
-from transports.record import ConfigInfo, Output, Record
+from transports.results.record import ConfigInfo, Output, Record
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 

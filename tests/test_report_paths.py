@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qb_client.report.compute import compute
 from tasks.validate import Verdict
-from transports.record import ConfigInfo, Output, Record
+from transports.results.record import ConfigInfo, Output, Record
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from tasks.load import get_task
-from transports import sandbox as sandbox_mod
+from transports.sandbox import leftovers as leftovers_mod
 from transports.execute import execute
 from transports.sandbox import Limits, Sandbox
 
@@ -172,8 +172,8 @@ def test_the_leftover_sweep_never_unmounts_through_a_planted_link(monkeypatch: p
         dead.wait()
         (base / f"qb-binds-{dead.pid}-x").symlink_to(victim)
         monkeypatch.setattr(tempfile, "tempdir", str(base))
-        monkeypatch.setattr(sandbox_mod, "_swept", False)
-        sandbox_mod.sweep_leftovers()
+        monkeypatch.setattr(leftovers_mod, "_swept", False)
+        leftovers_mod.sweep_leftovers()
         assert os.path.ismount(victim / "m")
     finally:
         subprocess.run(["umount", "-l", str(victim / "m")], capture_output=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from transports import cgroups
-from transports import hostuid
+from transports.sandbox import cgroups
+from transports.sandbox import hostuid
 from transports.sandbox import Limits, Sandbox
 
 needs_bwrap = pytest.mark.needs("bwrap")  # skips locally, fails under CI=true (tests/conftest.py)

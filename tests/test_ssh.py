@@ -9,7 +9,7 @@ What is checked
 * exit status, signal mapping (128+n), stdout/stderr, truncation, timeout, cancellation;
 * several deliveries at once on different sandboxes do not cross;
 * the sandbox token is what routes a request: a missing, unknown or stale one is refused (255);
-* :func:`transports.ssh_client.exec_request` matches OpenSSH 9.2's parse argument vector for argument vector,
+* :func:`transports.ssh.client.exec_request` matches OpenSSH 9.2's parse argument vector for argument vector,
   and the fallback asyncssh client gives the same requests;
 * the remote side and the local side have no host network (under bwrap);
 * several event loops (separate ``anyio.run`` calls) reuse one endpoint;
@@ -29,15 +29,15 @@ import asyncssh
 import pytest
 
 from tasks.load import get_task
-from transports import ssh as ssh_mod
+from transports.ssh import transport as ssh_mod
 from transports.execute import execute
 from transports.raw import Raw
 from transports.registry import get
 from transports.base import Delivery
 from transports.sandbox import Execution, Limits, Sandbox, isolation_available
 from transports.ssh import HOST_ALIAS, Ssh, endpoint, outer_program
-from transports.ssh_client import UsageError, exec_request, parse_command_line
-from transports.ssh_server import TOKEN_ENV
+from transports.ssh.client import UsageError, exec_request, parse_command_line
+from transports.ssh.server import TOKEN_ENV
 
 pytestmark = pytest.mark.needs("openssh")  # skips locally, fails under CI=true (tests/conftest.py)
 

@@ -26,9 +26,9 @@ import anyio
 import pytest
 
 from tasks.load import get_task
-from transports import ssh as ssh_mod
+from transports.ssh import transport as ssh_mod
 from transports.execute import execute
-from transports.record import Record
+from transports.results.record import Record
 from transports.sandbox import isolation_available
 from transports.ssh import endpoint
 
@@ -251,7 +251,7 @@ def test_the_server_refuses_every_forward_explicitly_and_asyncssh_agrees() -> No
     """The second layer under the proxy test above: our server object, and asyncssh's own default (2.24)."""
     import asyncssh
 
-    from transports.ssh_server import KEY_RESTRICTIONS, SessionsOnly
+    from transports.ssh.server import KEY_RESTRICTIONS, SessionsOnly
 
     for server in (SessionsOnly(), asyncssh.SSHServer()):
         assert server.connection_requested("127.0.0.1", 22, "127.0.0.1", 1) is False

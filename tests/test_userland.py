@@ -21,7 +21,7 @@ from tasks.gen_quote import disclose
 from tasks.load import get_task
 from transports.execute import execute
 from transports.sandbox import Sandbox, default_userland, set_default_userland
-from transports.userland import MOUNT, UserlandError, directory
+from transports.sandbox.userland import MOUNT, UserlandError, directory
 
 pytestmark = [pytest.mark.needs("busybox"), pytest.mark.needs("bwrap")]
 CLI = [sys.executable, "-m", "qb_client"]

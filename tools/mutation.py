@@ -75,8 +75,8 @@ MODULES: dict[str, Module] = {
                       ("tests/test_validators.py", "tests/test_validator_safety.py", "tests/test_mut_validate.py")),
     "wrap": Module(("transports/nested.py", "transports/nested_single.py", "transports/escaped.py",
                     "transports/json_embed.py", "transports/raw.py", "transports/tempscript.py"), WRAP_TESTS),
-    "capture": Module(("transports/capture.py", "transports/exectrace.py"), CAPTURE_TESTS),
-    "limits": Module(("transports/sandbox.py", "transports/cgroups.py"), LIMIT_TESTS),
+    "capture": Module(("transports/capture.py", "transports/sandbox/exectrace.py"), CAPTURE_TESTS),
+    "limits": Module(("transports/sandbox/box.py", "transports/sandbox/cgroups.py"), LIMIT_TESTS),
 }
 
 

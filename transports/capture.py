@@ -1,6 +1,6 @@
 """``received`` from the kernel: which exec of a traced run was the final shell, and what it got.
 
-Every run is traced (:mod:`transports.exectrace`): ``Execution.trace`` lists each program the
+Every run is traced (:mod:`transports.sandbox.exectrace`): ``Execution.trace`` lists each program the
 run executed with its command line, environment (for shells) and the file it executes, read
 by the host at the exec stop, before any instruction of the new program ran. Nothing inside
 the sandbox takes part, so a command can neither forge nor silence it.
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .base import Delivery, check_command, run_program
-from .exectrace import Exec, Identity, Trace, identity
+from .sandbox.exectrace import Exec, Identity, Trace, identity
 from .sandbox import SYSTEM_PATH, Execution, Sandbox
 from .shells import DEFAULT, Shell
 

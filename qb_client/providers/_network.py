@@ -8,7 +8,7 @@ import re
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from transports.record import ConfigInfo
+from transports.results.record import ConfigInfo
 
 from .base import Generation, GenerationRequest, Secret
 from .effort import resolve_effort

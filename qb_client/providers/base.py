@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.schema import Task
-from transports.record import ConfigInfo, Usage
+from transports.results.record import ConfigInfo, Usage
 
 from ..contracts import (
     Extraction, NATIVE_TOOL_KINDS, ToolCall, ToolSpec, build_messages, check_contract, extract, tool_name, tools_for,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transports.record import ConfigInfo
+from transports.results.record import ConfigInfo
 
 from ..agents.habits import _PROSE, fence, habitual_reply
 from ..agents.habits_loop import RETRY_PROSE, next_command

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from transports.record import ConfigInfo, Usage
+from transports.results.record import ConfigInfo, Usage
 
 from ..contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
 from .base import Generation, GenerationRequest, ProviderError

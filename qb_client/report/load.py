@@ -1,7 +1,7 @@
 """Reading results JSONL files into records (plain dicts, as written by ``JsonlWriter``).
 
 A file is read line by line so that an error names its line, by the rule of
-:mod:`transports.store`: only an unterminated last line (no trailing newline)
+:mod:`transports.results.store`: only an unterminated last line (no trailing newline)
 that does not parse is taken for a write torn by a kill (a campaign still
 running, or killed) and skipped with a warning; a resumed writer removes such a
 line before it appends, so a torn line is never in the middle of a file. Any
@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from transports.store import StoreError, bad_line, is_torn, open_jsonl, parse_line, raw_lines, torn_note
+from transports.results.store import StoreError, bad_line, is_torn, open_jsonl, parse_line, raw_lines, torn_note
 
 # SPEC.md "Record": the required fields. ``params`` and ``checks`` are checked
 # for presence only; the report reads the others and checks their types.

@@ -30,8 +30,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import components
-from ..components import MissingComponent, Status
+from .. import needs
+from ..needs import MissingComponent, Status
 from ..sandbox import SYSTEM_PATH
 
 __all__ = ["MissingComponent", "cache_root", "node_program", "npm_reason", "package_dir", "status"]
@@ -49,7 +49,7 @@ def cache_root() -> Path:
 
 def node_program() -> str:
     """The node executable, or MissingComponent naming the Debian package."""
-    found = components.find_program("node")
+    found = needs.find_program("node")
     if found is None:
         raise MissingComponent("node is not installed (Debian package: nodejs; apt-get install nodejs)")
     return found
@@ -113,7 +113,7 @@ def status(package: str, version: str) -> Status:
         return Status(True, f"{version} in {prefix}")
     if prefix in _failed:
         return Status(False, _failed[prefix])
-    npm = "" if components.find_program("npm") else "; npm is not installed (Debian package: npm)"
+    npm = "" if needs.find_program("npm") else "; npm is not installed (Debian package: npm)"
     return Status(False, f"not installed in {prefix} (quotebench components install {package}{npm})")
 
 
@@ -127,7 +127,7 @@ def package_dir(package: str, version: str, *, retry: bool = False) -> Path:
         raise MissingComponent(_failed[prefix])
     try:
         node_program()
-        npm = components.find_program("npm")
+        npm = needs.find_program("npm")
         if npm is None:
             raise MissingComponent(f"npm is not installed, so {package}@{version} cannot be installed "
                                    "(Debian package: npm; apt-get install npm)")

@@ -36,7 +36,7 @@ The component, all real, inside the sandbox
     The pane's interactive bash is recognised in the exec trace by the file it executes and the
     argv tmux starts it with (it starts before any key is typed); the host's tracer stops it at
     its system calls and copies every byte it ``read(2)``s from fd 0, at the syscall's exit, from
-    its memory (:mod:`transports.exectrace`). ``received`` is those bytes, less the one Enter the
+    its memory (:mod:`transports.sandbox.exectrace`). ``received`` is those bytes, less the one Enter the
     harness typed after R: the keys as tmux, the pty and the line discipline delivered them.
     Nothing in the sandbox takes part, so a later line cannot rewrite an earlier line's record.
     A byte that a builtin of the pane's shell (``read``) takes as data was read by the shell too.
@@ -47,7 +47,7 @@ The component, all real, inside the sandbox
     expansion); ``PROMPT_COMMAND`` writes ``P`` and ``$?`` before each primary prompt, ``PS2``
     writes ``W``; ``lithist`` keeps a multi-line command's newlines. The hooks write to the pane
     shell's descriptor ``LOG_FD``, opened on a file before bash starts, and the tracer copies each
-    of those ``write(2)`` calls from memory as it happens (:mod:`transports.shellcopy`): a line's
+    of those ``write(2)`` calls from memory as it happens (:mod:`transports.sandbox.shellcopy`): a line's
     entry is in the host's hands before the line runs. A later line can only append to the log,
     and :func:`parse_log` stops at anything the hooks never write; that, more entries than typed
     lines, or a log past the trace's budget is damage. The file itself is never read back, so
@@ -93,7 +93,7 @@ from collections.abc import Callable
 from ..base import Delivery, check_command
 from ..capture import program_identity
 from ..components import TMUX
-from ..exectrace import Exec, Trace
+from ..sandbox.exectrace import Exec, Trace
 from ..sandbox import SYSTEM_PATH, ArgumentTooLong, Execution, Sandbox, Stream
 from ..shells import DEFAULT
 from .route import Route
@@ -112,7 +112,7 @@ export HISTFILE=/dev/null
 # the hooks travel under other names (a non-interactive bash, the pane's wrapper, unsets PS1 and PS2) and are
 # set by the first PROMPT_COMMAND, before any key is typed; the wrapper is bash for a descriptor above 9 (and
 # not tmux's pane-died hook, which now and then never fires, tells the driver when the pane's shell is gone)
-# P is written by the shell itself (PROMPT_COMMAND), C and W by its first fork after it read (transports.shellcopy)
+# P is written by the shell itself (PROMPT_COMMAND), C and W by its first fork after it read (transports.sandbox.shellcopy)
 export PROMPT_COMMAND='shopt -s lithist; PS0=$QB_PS0 PS1=$QB_PS1 PS2=$QB_PS2 PROMPT_COMMAND=$QB_PC
 unset QB_PS0 QB_PS1 QB_PS2 QB_PC; export -n HISTFILE PROMPT_COMMAND; eval "$PROMPT_COMMAND"'
 export QB_PC='echo "P $?" >&{fd}'

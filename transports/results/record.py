@@ -90,7 +90,7 @@ class Record(BaseModel):
     transport: str
     shell: str = "bash"
     suite: str = "public"  # the task suite: "public" or a generated suite's id (tasks.suiteid)
-    userland: str = "gnu"  # whose coreutils, sed, grep, find ... the command got (transports.userland)
+    userland: str = "gnu"  # whose coreutils, sed, grep, find ... the command got (transports.sandbox.userland)
     task_id: str
     family: str
     tier: str

@@ -1,6 +1,6 @@
 """Which SSH server the ``ssh`` transport talks to: the embedded one (None) or a configured real sshd.
 
-Kept apart from :mod:`transports.ssh_endpoint` (which builds the connection) because the CLI sets the
+Kept apart from :mod:`transports.ssh.endpoints` (which builds the connection) because the CLI sets the
 target before any endpoint exists, and parsing it needs none of the endpoint's machinery.
 """
 

@@ -2,7 +2,7 @@
 
 Why
     On the ``tmux`` paths the program that gets R is an interactive bash that reads its terminal: no
-    exec carries R, so :mod:`transports.exectrace` also stops that one shell at its system calls
+    exec carries R, so :mod:`transports.sandbox.exectrace` also stops that one shell at its system calls
     (``PTRACE_SYSCALL``) and copies what it ``read(2)``s from fd 0 (``received``). What bash then did
     with the text (history expansion, a line read as data) is its own record, written by its prompt
     hooks. That record used to be a file the host read after the run, so a later line could rewrite

@@ -25,7 +25,7 @@ Two layers (checked against OpenSSH 9.2's mux.c and readpass.c)
        control connection into a raw relay of SSH channel messages to the
        server; the master only relays, opening nothing itself, so what proxy
        mode can reach is what the server accepts: the embedded server refuses
-       every forwarding channel and request, see :mod:`transports.ssh_server`).
+       every forwarding channel and request, see :mod:`transports.ssh.server`).
     2. Confinement (when bubblewrap is available): the master itself runs in
        bwrap with every capability dropped, every namespace unshared (its own
        network namespace too: it reaches the embedded server through the Unix
@@ -57,10 +57,10 @@ import sys
 import threading
 from pathlib import Path
 
-from .sandbox import _bwrap, _masks, _system_binds
+from ..sandbox.isolation import bwrap_program, masks, system_binds
 
 POLICY = """#!/bin/sh
-# quotebench: the ssh master's multiplexing policy (ControlMaster=ask; see transports/ssh_master.py).
+# quotebench: the ssh master's multiplexing policy (ControlMaster=ask; see transports/ssh/master.py).
 # Only a new session is allowed; forwards, stdio forwards, exit and stop are refused (non-zero status).
 [ "${SSH_ASKPASS_PROMPT:-}" = confirm ] || exit 1
 case $1 in
@@ -115,13 +115,13 @@ def user_ssh_dir() -> Path | None:
 
 def confine(argv: list[str], *, writable: Path, readable: tuple[Path, ...], network: bool) -> list[str]:
     """``argv`` inside bwrap as described in the module docstring, or unchanged without bubblewrap."""
-    bw = _bwrap()
+    bw = bwrap_program()
     if bw is None:
         return argv
     iso = [bw, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
     if network:
         iso.append("--share-net")
-    iso += _system_binds() + _masks()
+    iso += system_binds() + masks()
     iso += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for p in readable:
         if p.exists():

@@ -19,13 +19,13 @@ The path, end to end
       in a bwrap sandbox of its own with no capabilities, no host network (it
       reaches the embedded server's Unix socket) and no writable host path,
       and with ``ControlMaster=ask`` and a policy that allows new sessions
-      only (:mod:`transports.ssh_master`). The control socket's directory is
+      only (:mod:`transports.ssh.master`). The control socket's directory is
       bound read-only into the sandbox, so the local side keeps all its
       isolation, network included (a Unix socket path is not
       network-namespaced). A session costs a mux client (~4 ms) plus the
       policy's answer (~1 ms), not an SSH handshake (125-180 ms).
     * Remote side (default): the embedded asyncssh server of
-      :mod:`transports.ssh_server` on 127.0.0.1 (ephemeral port, host and
+      :mod:`transports.ssh.server` on 127.0.0.1 (ephemeral port, host and
       client ed25519 keys made per process in a private 0700 temp dir, key
       auth only), which runs the request as ``Sandbox.run(["bash", "-c",
       request])`` of the *same* sandbox: same working directory, environment,
@@ -46,7 +46,7 @@ Timeouts
 
 Fallback client
     Without OpenSSH in the system PATH (or with ``QB_SSH_CLIENT=asyncssh``, or
-    ``Ssh(client="asyncssh")``) the wrapper runs :mod:`transports.ssh_client`,
+    ``Ssh(client="asyncssh")``) the wrapper runs :mod:`transports.ssh.client`,
     an asyncssh client with OpenSSH's command-line grammar. Against the
     embedded server it connects through a Unix socket the server also listens
     on (so again no network for the local side); the Python installation is
@@ -61,7 +61,7 @@ A real sshd (``Ssh(target="user@host:port", key=PATH)``, or :func:`configure`)
     validator, which looks at the sandbox, will then usually fail. The token
     is not sent (sshd would drop it). ``received`` cannot be observed on the
     server, so it is what the client sent: the wrapper records its argument
-    vector and :func:`transports.ssh_client.exec_request` computes the request
+    vector and :func:`transports.ssh.client.exec_request` computes the request
     OpenSSH sends for it. The host key is accepted on first use (into the
     private known_hosts); the fallback client does not verify it. With the
     fallback client the local side needs the network (``network=True``).
@@ -86,7 +86,7 @@ Known limits
     that the local parse splits off can start two sessions; the first
     request the server sees is ``received``.
 
-Endpoints (server, master, configs, keys) and their lifetime: :mod:`transports.ssh_endpoint`.
+Endpoints (server, master, configs, keys) and their lifetime: :mod:`transports.ssh.endpoints`.
 """
 
 from __future__ import annotations
@@ -99,17 +99,15 @@ from dataclasses import replace
 
 import anyio
 
-from .base import Delivery, check_command
-from .capture import find_boundary, program_identity
-from .components import ASYNCSSH, BASH, OPENSSH
-from .sandbox import ArgumentTooLong, Execution, Sandbox, Stream
-from .shells import DEFAULT, Shell
-from .ssh_client import UsageError, exec_request
-from .ssh_endpoint import (
-    CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, _openssh, close_endpoint, configure,
-    configured, endpoint, parse_target, shutdown,
-)
-from .ssh_server import TOKEN_ENV, Session
+from ..base import Delivery, check_command
+from ..capture import find_boundary, program_identity
+from ..components import ASYNCSSH, BASH, OPENSSH
+from ..sandbox import ArgumentTooLong, Execution, Sandbox, Stream
+from ..shells import DEFAULT, Shell
+from .client import UsageError, exec_request
+from .endpoints import (CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, openssh_program,
+                        close_endpoint, configure, configured, endpoint, parse_target, shutdown)
+from .server import TOKEN_ENV, Session
 
 __all__ = ["CLIENT_ENV", "HOST_ALIAS", "Remote", "Ssh", "SshSetupError", "close_endpoint", "configure", "endpoint",
            "outer_program", "shutdown"]
@@ -200,7 +198,7 @@ class Ssh:
         forced = os.environ.get(CLIENT_ENV, "").strip().lower()
         if forced in ("openssh", "asyncssh"):
             return forced  # type: ignore[return-value]
-        return "openssh" if _openssh() else "asyncssh"
+        return "openssh" if openssh_program() else "asyncssh"
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:

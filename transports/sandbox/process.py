@@ -3,7 +3,7 @@
 Why its own module
     :class:`~transports.sandbox.Sandbox` decides *what* runs (the launcher: limits,
     uid, bubblewrap); this module decides *how* a run is carried out, the same way for
-    every transport: the launcher is spawned by an :class:`~transports.exectrace.Tracer`
+    every transport: the launcher is spawned by an :class:`~transports.sandbox.exectrace.Tracer`
     thread, its output is read on the event loop without blocking it, and the wall
     clock is measured on the loop against this run alone.
 

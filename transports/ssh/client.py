@@ -4,7 +4,7 @@ Used only when the OpenSSH client is not installed (or when forced with
 ``QB_SSH_CLIENT=asyncssh`` / ``Ssh(client="asyncssh")``): the local shell still
 runs ``ssh <target> "R"``, and ``ssh`` on its PATH is a wrapper that execs::
 
-    python -m transports.ssh_client --qb-config FILE [ssh arguments...]
+    python -m transports.ssh.client --qb-config FILE [ssh arguments...]
 
 What matters for the benchmark is that the *exec request* equals what OpenSSH
 would send for the same argument vector, so this module reproduces OpenSSH
@@ -189,10 +189,10 @@ async def _run(cfg: dict[str, Any], command: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``ssh_client --qb-config FILE ARGS...``; the config names the endpoint (see transports/ssh.py)."""
+    """``ssh_client --qb-config FILE ARGS...``; the config names the endpoint (see transports/ssh/transport.py)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2 or args[0] != "--qb-config":
-        print("usage: python -m transports.ssh_client --qb-config FILE [ssh arguments...]", file=sys.stderr)
+        print("usage: python -m transports.ssh.client --qb-config FILE [ssh arguments...]", file=sys.stderr)
         return FAILED
     try:
         with open(args[1], encoding="utf-8") as f:
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED
     for c, _ in opts:
         if c in UNSUPPORTED:
-            print(f"ssh: option -{c} is not supported by the fallback client (transports.ssh_client)", file=sys.stderr)
+            print(f"ssh: option -{c} is not supported by the fallback client (transports.ssh.client)", file=sys.stderr)
             return FAILED
     if command is not None:
         try:

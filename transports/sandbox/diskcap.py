@@ -28,7 +28,7 @@ MNT_DETACH = 2
 _libc: ctypes.CDLL | None = None
 
 
-def _lib() -> ctypes.CDLL | None:
+def libc() -> ctypes.CDLL | None:
     global _libc
     if _libc is None:
         try:
@@ -39,12 +39,12 @@ def _lib() -> ctypes.CDLL | None:
 
 
 def possible() -> bool:
-    return os.geteuid() == 0 and not os.environ.get("QB_NO_DISK_CAP") and _lib() is not None
+    return os.geteuid() == 0 and not os.environ.get("QB_NO_DISK_CAP") and libc() is not None
 
 
 def mount(path: Path, size: int) -> bool:
     """Mount a tmpfs of ``size`` bytes (mode 0700) on the empty directory ``path``; False if it cannot."""
-    lib = _lib()
+    lib = libc()
     if lib is None or not possible():
         return False
     opts = f"size={max(size, 1 << 20)},mode=0700,nr_inodes={max(1024, size // 4096)}".encode()
@@ -53,7 +53,7 @@ def mount(path: Path, size: int) -> bool:
 
 def unmount(path: Path) -> bool:
     """Detach the tmpfs at ``path`` (its contents go with it); never raises."""
-    lib = _lib()
+    lib = libc()
     if lib is None:
         return False
     return lib.umount2(os.fsencode(path), MNT_DETACH) == 0

@@ -1,6 +1,6 @@
 """Per-execution cost of the ``ssh`` transport against ``raw``, ``nested`` and a bare ``bash -c true``.
 
-Not a test: ``python -m transports.ssh_bench [-n 60] [--fallback-n 10]``. Every figure is the median
+Not a test: ``python -m transports.ssh.bench [-n 60] [--fallback-n 10]``. Every figure is the median
 wall time of one ``deliver("true", sandbox)`` (one sandbox reused, so fixture costs are out), after a
 warm-up; ``bash -c true`` is a plain ``subprocess.run`` with no sandbox (the floor). The first ssh
 delivery, which builds the endpoint (keys, server thread, OpenSSH master connection), is reported
@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from .nested import Nested
-from .raw import Raw
-from .sandbox import Sandbox, isolation_available
-from .ssh import Ssh, shutdown
+from ..nested import Nested
+from ..raw import Raw
+from ..sandbox import Sandbox, isolation_available
+from .transport import Ssh, shutdown
 
 
 async def _median_ms(fn: Callable[[], Awaitable[object]], n: int, warmup: int = 3) -> float:

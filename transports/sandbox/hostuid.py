@@ -192,9 +192,9 @@ def reachable_path(path: Path) -> str:
     key = str(Path(path).resolve())
     if key in _bound:
         return _bound[key]
-    from .diskcap import _lib
+    from .diskcap import libc
 
-    lib = _lib()
+    lib = libc()
     if lib is None:
         return str(path)
     if not _bind_dir:
@@ -218,10 +218,10 @@ def reachable_path(path: Path) -> str:
 def release_binds(directory: Path | None = None) -> None:
     """Detach the bind mounts under ``directory`` (ours by default) and remove their empty mount points,
     one by one: never a recursive removal, which would reach through a mount into the source."""
-    from .diskcap import _lib
+    from .diskcap import libc
 
     d = directory or (_bind_dir[0] if _bind_dir else None)
-    lib = _lib()
+    lib = libc()
     if d is None or lib is None:
         return
     try:

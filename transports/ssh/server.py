@@ -46,7 +46,7 @@ Limits of the emulation
 Listeners
     A Unix socket (in the endpoint's directory, bound into the sandboxes) for
     the OpenSSH master, which reaches it from its own network namespace (see
-    :mod:`transports.ssh_master`), and for the fallback client, which runs
+    :mod:`transports.ssh.master`), and for the fallback client, which runs
     inside the sandbox with no network (a socket path is not
     network-namespaced); and TCP on 127.0.0.1 (ephemeral port), which names
     the server in known_hosts and serves an unconfined setup.
@@ -81,8 +81,8 @@ from pathlib import Path
 import anyio
 import asyncssh
 
-from .sandbox import Execution, Sandbox, SandboxError
-from .shells import DEFAULT, Shell
+from ..sandbox import Execution, Sandbox, SandboxError
+from ..shells import DEFAULT, Shell
 
 TOKEN_ENV = "QB_SANDBOX"
 """The session environment variable that names the sandbox of a request."""

@@ -97,3 +97,17 @@ def version(name: str) -> str:
         return name
     words = first.split()
     return f"{name} {words[1].lstrip('v')}" if len(words) > 1 else name
+
+
+_userland = [DEFAULT]
+
+
+def set_default_userland(name: str) -> None:
+    """The userland every later sandbox gets unless told otherwise (the CLI's ``--userland``); see
+    :mod:`transports.sandbox.userland`. An unknown or missing one is :class:`~transports.sandbox.userland.UserlandError`."""
+    directory(check(name))  # fails now, not on the first run
+    _userland[0] = name
+
+
+def default_userland() -> str:
+    return _userland[0]

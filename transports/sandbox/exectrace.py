@@ -7,7 +7,7 @@ Why the kernel
     the run's whole process tree with ``ptrace``, for exec and fork events only
     (``PTRACE_O_TRACEEXEC``, ``TRACEFORK``, ``TRACEVFORK``, ``TRACECLONE``,
     resumed with ``PTRACE_CONT``, so ordinary system calls never stop; the one exception
-    is the interactive shell ``input_of`` picks, see :mod:`transports.shellcopy`). At an exec
+    is the interactive shell ``input_of`` picks, see :mod:`transports.sandbox.shellcopy`). At an exec
     stop the new program image is loaded but none of its instructions has run; the
     host then reads ``/proc/PID/cmdline``, ``/proc/PID/environ`` and the device and
     inode of ``/proc/PID/exe``. Nothing in the sandbox takes part: a process has one
@@ -124,7 +124,7 @@ class Trace:
     forks: dict[int, tuple[int, int]] = field(default_factory=dict)  # child pid -> (parent pid, seq)
     dropped: int = 0  # execs past MAX_EXECS, counted only
     reader: Exec | None = None  # the program whose terminal input is recorded (``Tracer(input_of=...)``)
-    input: bytes = b""          # what it read from its standard input, in order (:mod:`transports.shellcopy`)
+    input: bytes = b""          # what it read from its standard input, in order (:mod:`transports.sandbox.shellcopy`)
     input_complete: bool = True
     shell_log: bytes = b""      # what it and its hooks wrote to its log descriptor (its own record), in order
     shell_log_complete: bool = True
@@ -193,7 +193,7 @@ class Tracer:
     a terminal) is also stopped at its system calls, and every byte it ``read(2)``s from fd 0 is kept
     in ``trace.input``, read from its memory by the host at the syscall's exit. ``log_fd``: that
     shell's descriptor for its own record; what it and its forks write to that file is kept in
-    ``trace.shell_log`` (:mod:`transports.shellcopy`).
+    ``trace.shell_log`` (:mod:`transports.sandbox.shellcopy`).
 
     ``watch``: the program files (identities) whose command line is read whole and whose
     environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``launcher_execs``:
