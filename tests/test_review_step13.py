@@ -214,8 +214,9 @@ def test_the_holder_scan_cannot_stretch_a_run_past_its_deadline() -> None:
     ex, wall = traced(command, timeout=4)
     assert ex.timed_out
     # the scan no longer stretches the run; what is left past the deadline is the kernel tearing down
-    # 241 processes of 1018 descriptors each (measured 1.2 s here), and the tracer's own fork/exec work
-    assert wall < 4 + 3
+    # 241 processes of 1018 descriptors each (1.2 s on a quiet 2-core machine, 3.3 s with the other core
+    # busy), and the tracer's own fork/exec work. The harness's CPU is the sharper check: scans cost CPU.
+    assert wall < 4 + 5
     assert time.process_time() - cpu < 3.0
 
 

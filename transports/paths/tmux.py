@@ -327,9 +327,12 @@ class Tmux(Route):
         if received is not None and executed is not None and executed != received and not self.safe:
             split = True  # delivered intact, then bash changed it: history expansion, a continuation
             notes.append(f"bash's own record of what it ran differs from what it read: {executed[:200]!r}")
+        at_ps2 = rec.at_continuation and not rec.pending
         if timed_out:
             run.exit_code = None
-        elif exited is not None:
+        elif exited is not None and not (at_ps2 and state == "idle"):
+            # (left idle at PS2, the shell is ended by the harness: as the pty closes it may read EOF and exit
+            # 2 "by itself" before the SIGHUP lands, a race that is teardown's, not the command's)
             run.exit_code = exited
         elif rec.pending:
             run.exit_code = None  # the last command never came back to a prompt

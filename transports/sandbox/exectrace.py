@@ -43,6 +43,12 @@ Bounds
     and ``SHORT_ARGV`` for others; an environment up to ``MAX_ENV``. Every read is
     of a kernel file named by a kernel pid.
 
+Why one module (over 400 lines)
+    The spawn, the wait loop and the event handlers share one state machine per run (which pids are
+    alive, which is the command's first program, which is the wrapper, what is being killed); split,
+    each part would reach into the others' state. The data it fills (:mod:`transports.sandbox.trace`)
+    and the one shell's system-call copy (:mod:`transports.sandbox.shellcopy`) are apart.
+
 Errors
     :class:`TraceError` (one line) when ptrace is not permitted here (a container
     seccomp profile, Yama ``ptrace_scope`` 2 or 3), raised by :meth:`Tracer.start`;
@@ -59,9 +65,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from .shellcopy import ShellCopy
+from .trace import Exec, Identity, Trace, identity
+
+__all__ = ["STOP_PREFIX", "Exec", "Identity", "Trace", "TraceError", "Tracer", "identity"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.ptrace.restype = ctypes.c_long
@@ -88,47 +97,8 @@ MAX_KEPT = 16 << 20      # all watched command lines and environments of one run
 STOP_PREFIX = "kill -STOP $$; "
 """What the launcher's first shell runs before anything else, so the tracer can seize it at rest."""
 
-Identity = tuple[int, int]
-
-
 class TraceError(RuntimeError):
     """Exec tracing is not possible on this machine; the message is one line."""
-
-
-@dataclass(frozen=True)
-class Exec:
-    """One successful execve, as the kernel held it at the exec stop.
-
-    ``seq`` orders every fork and exec event of the run; ``parent`` is the pid that
-    forked ``pid`` (None for the launcher) and ``forked_at`` that fork's ``seq``.
-    ``exe`` is the executed file's (st_dev, st_ino): for a script, its interpreter.
-    ``env`` is None unless the program is watched (or the read failed: then
-    ``env_complete`` is False)."""
-
-    seq: int
-    pid: int
-    parent: int | None
-    forked_at: int | None
-    exe: Identity | None
-    argv: tuple[bytes, ...]
-    argv_complete: bool
-    env: tuple[bytes, ...] | None = None
-    env_complete: bool = True
-
-
-@dataclass
-class Trace:
-    """Everything the tracer saw during one run."""
-
-    execs: list[Exec] = field(default_factory=list)
-    forks: dict[int, tuple[int, int]] = field(default_factory=dict)  # child pid -> (parent pid, seq)
-    dropped: int = 0  # execs past MAX_EXECS, counted only
-    reader: Exec | None = None  # the program whose terminal input is recorded (``Tracer(input_of=...)``)
-    input: bytes = b""          # what it read from its standard input, in order (:mod:`transports.sandbox.shellcopy`)
-    input_complete: bool = True
-    shell_log: bytes = b""      # what it and its hooks wrote to its log descriptor (its own record), in order
-    shell_log_complete: bool = True
-    reader_status: int | None = None  # its wait status, if it ended during the run
 
 
 def _ptrace(request: int, pid: int, data: int = 0) -> int:
@@ -170,15 +140,6 @@ def _read(pid: int, name: str, cap: int) -> tuple[bytes, bool] | None:
 
 def _split(data: bytes) -> tuple[bytes, ...]:
     return tuple(data[:-1].split(b"\0")) if data.endswith(b"\0") else tuple(data.split(b"\0")) if data else ()
-
-
-def identity(path: str) -> Identity | None:
-    """The (st_dev, st_ino) a program file is known by; None if it does not exist."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class Tracer:

@@ -49,7 +49,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .exectrace import Exec, Identity, Trace
+    from .trace import Exec, Identity, Trace
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
