@@ -29,9 +29,10 @@ FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under 
 LIMITS_SCRIPT = (exectrace.STOP_PREFIX + 'for g in $0; do {{ echo 0 > "$g/tasks"; }} 2>/dev/null '
                  '|| echo $$ > "$g/cgroup.procs" || exit 125; done; '
                  'ulimit -f {blocks} && ulimit -n {files}{vmem} && exec "$@"')
-WRAPPER = 'exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); exec <&- >&- 3>&- sleep 2147483647'
+WRAPPER = 'exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); exec <&- >&- 3>&-; kill -STOP $$'
 """Inside bwrap: run the command as a child, then stay with the output closed, so that the pid namespace (which
 ends with its first process) lives on while a background job still holds the output; the host ends the run.
+It stays by stopping itself (no program to exec, nothing scheduled: the host's SIGKILL ends a stopped process).
 The wrapper's own stderr is /dev/null while it waits: a shell reports a child killed by a signal ("Terminated"),
 which ``bash -c R`` alone never prints; the command gets the real stderr through fd 3, in its own subshell."""
 
