@@ -1,0 +1,293 @@
+"""A hostile review of step 13b: bash's tmux record copied by the tracer as the hooks write it
+(transports/sandbox/shellcopy.py, transports/paths/tmux.py), and the launcher's cgroup self-migration and
+self-stopping bwrap wrapper (transports/sandbox/launch.py). Each test asserts the SAFE outcome; an attack
+that works is marked ``xfail(strict=True)`` with the reason, so the day it is fixed the test says so.
+
+Results at review time: BROKEN, a single line whose readline editing (``ESC C-e``, shell-expand-line) runs
+a command substitution before the line's own PS0 entry, in the fork the tracer takes for the hook's, or
+assigns PS0/PROMPT_COMMAND in the shell before its entry; BROKEN, a ~/.inputrc planted by an earlier run of
+the same sandbox, which makes Enter append code to a later honest command, recorded undamaged (on
+``tmux-safe`` too);
+BROKEN, a line that reads the next typed line as data and writes that line's entry itself; BROKEN, a line
+that moves the log's descriptor and writes the next line's entry (no hook variable touched); BROKEN (the
+documented residual), a line that sets PS0; BROKEN (low), the exit status of a shell that wrote its own
+prompt entry and SIGKILLed itself. The rest held.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from tasks.load import get_task
+from transports.execute import execute
+from transports.paths.tmux import LOG_FD
+from transports.registry import get
+from transports.sandbox import Limits, Sandbox
+from transports.sandbox.shellcopy import MAX_LOG
+
+from bounded import bounded
+
+TASK = get_task("file-write/control")  # passes when out.txt holds "hello world\n"
+BANG = "\"$'\\x21'\""                   # a "!" the typing line does not history-expand: "$'\x21'"
+DAMAGED_LINE = "echo hello world > out.txt; : !#"  # bash history-expands it: out.txt ends up empty
+
+
+def run(transport: str, command: str, timeout: float = 5):
+    return bounded(lambda: anyio.run(lambda: execute(TASK, transport, command, limits=Limits(timeout_s=timeout))),
+                   timeout + 60)
+
+
+def traced(command: str, timeout: float = 4):
+    """One plain run of ``bash -c command`` in a fresh sandbox: (execution, wall seconds, workdir/alive
+    still being rewritten a second after the run ended)."""
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=timeout)) as box:
+            start = time.monotonic()
+            ex = await box.run(["bash", "-c", command])
+            wall = time.monotonic() - start
+            alive = box.workdir / "alive"
+            moved = False
+            if alive.exists():
+                before = alive.stat().st_mtime_ns
+                await anyio.sleep(0.6)
+                moved = alive.stat().st_mtime_ns != before
+            return ex, wall, moved
+    return bounded(lambda: anyio.run(go), timeout + 60)
+
+
+def shell_log(command: str, timeout: float = 5) -> tuple[bool, bytes]:
+    """``command`` on `tmux`: (split, the host's copy of bash's log)."""
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=timeout)) as box:
+            d = await get("tmux").deliver(command, box)
+            return d.split, d.execution.trace.shell_log if d.execution is not None else b""
+    return bounded(lambda: anyio.run(go), timeout + 60)
+
+
+# -- 1. bash's record on the tmux path ------------------------------------------------------------------
+
+# One line, no earlier line, no hook touched. ESC C-e is readline's shell-expand-line: it runs the line's
+# $(...) while the line is still being edited, in a fork of the pane's shell made right after a terminal
+# read, which shellcopy.ShellCopy.forked takes for the PS0 hook's fork, so its writes to the log are copied.
+# That fork finds R in the tmux driver's argv (/proc/PID/cmdline: no quine needed), writes R's entry and a
+# prompt as the hooks would, and SIGKILLs the shell before it reads the Enter: the line never runs.
+SELF_FORGE = ('echo hello world > out.txt; : $(for f in /proc/[0-9]*/cmdline; do mapfile -d "" a < $f; '
+              '[ "${a[3]}" = qb-tmux ] && break; done; h="    1  ${a[7]}"; '
+              'printf "C %d\\n%s\\nP 0\\n" ${#h} "$h" >&' + str(LOG_FD) + '; kill -9 $$)\x1b\x05')
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN: shellcopy.ShellCopy.forked copies the first fork after any "
+                   "terminal read, and readline's shell-expand-line (ESC C-e) forks a command substitution of "
+                   "the line itself before PS0: one line writes its own entry; tmux._judge then takes the "
+                   "SIGKILLed shell's forged P for $?")
+def test_one_line_cannot_write_its_own_entry_through_readline_s_shell_expand_line() -> None:
+    record = run("tmux", SELF_FORGE)
+    assert record.received == SELF_FORGE        # (holds) every byte of R was read by the shell
+    assert not record.verdict.passed             # (holds) "echo hello world > out.txt" never ran
+    assert record.damaged                        # BROKEN: damaged False, no note, exit_code 0
+
+
+# The same line without any fork: shell-expand-line's arithmetic expansion assigns in the shell itself, so
+# $((PS0=0))$((PROMPT_COMMAND=0)) removes the line's own hooks before its entry; the expanded line (not what
+# was read) then runs and its builtins write R's entry. Fixing ShellCopy.forked alone does not close it.
+SELF_SILENCE = (": $((PS0=0))$((PROMPT_COMMAND=0)); 'for f in /proc/[0-9]*/cmdline; do mapfile -d \"\" -u 5 a 5< $f; "
+                "[ \"${a[3]}\" = qb-tmux ] && break; done; h=\"    1  ${a[7]}\"; printf \"C %d\\n%s\\nP 0\\n\" ${#h} "
+                "\"$h\" >&" + str(LOG_FD) + "'\x1b\x05")
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN: readline runs expansions of the line before PS0 (shell-expand-line "
+                   "assigns PS0/PROMPT_COMMAND in the shell): a line's entry is not in the host's hands before the "
+                   "line acts; tmux.py's DRIVER leaves readline's default bindings (ESC C-e) on")
+def test_one_line_cannot_remove_its_own_hooks_before_its_entry() -> None:
+    record = run("tmux", SELF_SILENCE)
+    assert record.received == SELF_SILENCE   # (holds) every byte read; bash ran the expanded line instead
+    assert record.damaged                    # BROKEN: damaged False, exit 0, no note
+
+
+# A run before, in the same sandbox (an earlier call of a serve session, an earlier turn), plants
+# $HOME/.inputrc: readline reads it when the pane's bash starts (--norc does not stop it). Enter becomes a
+# macro that appends code to whatever is typed, silences the hooks and writes the honest line's entry.
+_PLANT = (" $((PS0=0))$((PROMPT_COMMAND=0)); 'for f in /proc/[0-9]*/cmdline; do mapfile -d \"\" -u 5 a 5< $f; "
+          "[ \"${a[3]}\" = qb-tmux ] && break; done; h=\"    1  ${a[7]}\"; printf \"C %d\\n%s\\nP 0\\n\" ${#h} "
+          "\"$h\" >&" + str(LOG_FD) + "; rm -f out.txt'")
+INPUTRC = '"\\C-m": "' + _PLANT.replace("\\", "\\\\").replace('"', '\\"') + '\\e\\C-e\\C-j"\n'
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN: tmux.py's DRIVER starts the pane's bash with HOME writable by "
+                   "earlier runs and INPUTRC unset: a planted ~/.inputrc rebinds Enter; a later honest command "
+                   "runs appended code, recorded received == R and undamaged (the fix, tmux-safe, too)")
+@pytest.mark.parametrize("transport", ["tmux", "tmux-safe"])
+def test_an_inputrc_planted_by_an_earlier_run_cannot_change_a_later_command_unseen(transport: str) -> None:
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=5)) as box:
+            await box.run(["sh", "-c", 'printf %s "$0" > "$HOME/.inputrc"', INPUTRC])
+            d = await get(transport).deliver("echo hello world > out.txt", box)
+            return d, (box.workdir / "out.txt").exists()
+    d, out = bounded(lambda: anyio.run(go), 60)
+    assert d.received == "echo hello world > out.txt" and not out  # (holds) typed intact, yet no out.txt
+    assert d.split                                                   # BROKEN: not split, no note
+
+
+# Line 1 reads line 2 as data (the read builtin of the pane's shell: a builtin's write is the shell's, so
+# copied), then writes the prompt and line 2's entry itself: the count of entries matches the typed lines.
+READ_AS_DATA = ("read -rd $'\\r' x; h=\"    2  $x\"; printf 'P 0\\nC %d\\n%s\\n' ${#h} \"$h\" >&" + str(LOG_FD)
+                + "\necho hello world > out.txt")
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN: a line read as data (the docstring of tmux.py calls it damage) "
+                   "is hidden by a builtin writing the missing entry; shellcopy.py's 'Why nothing here can hide "
+                   "damage' assumes a builtin's entry is always one too many")
+def test_a_line_read_as_data_cannot_be_recorded_as_run() -> None:
+    record = run("tmux", READ_AS_DATA)
+    assert record.received == READ_AS_DATA and not record.verdict.passed  # line 2 never ran
+    assert record.damaged
+
+
+# Line 1 moves the log's descriptor to 3 (the file's inode is what the tracer matches) and closes 247, so
+# the hooks' writes fail from then on, and writes line 2's entry as read; line 2 is history-expanded and
+# writes the closing prompt itself. No PS0/PROMPT_COMMAND/PS2 changed.
+MOVED_FD = (f"exec 3>&{LOG_FD} {LOG_FD}>&-; h=\"    2  " + (DAMAGED_LINE + "; echo P 0 >&3").replace("!", BANG)
+            + "\"; printf 'P 0\\nC %d\\n%s\\n' ${#h} \"$h\" >&3\n" + DAMAGED_LINE + "; echo P 0 >&3")
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN: moving the descriptor (exec 3>&247 247>&-) silences the hooks "
+                   "and lets builtins write later lines' entries; test_tmux_log's closing test covers only the "
+                   "close, which leaves entries missing")
+def test_moving_the_log_descriptor_cannot_hide_a_later_expanded_line() -> None:
+    record = run("tmux", MOVED_FD)
+    assert record.received == MOVED_FD and not record.verdict.passed  # bash expanded line 2: out.txt empty
+    assert record.damaged
+
+
+PS0_SET = ("Q=\"    2  " + DAMAGED_LINE.replace("!", BANG) + "\"; PS0='$(printf \"C %d\\\\n%s\\\\n\" ${#Q} \"$Q\" >&"
+           + str(LOG_FD) + ")'\n" + DAMAGED_LINE)
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN (documented residual, docs/sandbox.md): line 1 sets PS0 to log "
+                   "line 2 as typed, line 2 is history-expanded")
+def test_an_earlier_line_s_ps0_cannot_hide_a_later_expanded_line() -> None:
+    record = run("tmux", PS0_SET)
+    assert record.received == PS0_SET and not record.verdict.passed
+    assert record.damaged
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN (low: the command could choose its status anyway): the shell "
+                   "writes its own 'P 0' and SIGKILLs itself; tmux._judge reads a signalled shell as killed at "
+                   "the end and reports the forged $? instead of an unknown status")
+def test_a_self_killed_shell_s_forged_prompt_is_not_its_status() -> None:
+    command = f'echo "P 0" >&{LOG_FD}; false; kill -9 $$'
+    record = run("tmux", command)
+    assert record.received == command
+    assert record.exit_code != 0
+
+
+@pytest.mark.needs("tmux")
+def test_history_rewritten_by_a_later_line_leaves_the_earlier_entry() -> None:
+    """HOLDS: history -c / history -s after an expanded line 1 change bash's history, not the host's copy."""
+    command = DAMAGED_LINE + "\nhistory -c; history -s 'echo hello world > out.txt; : '$'\\x21''#'"
+    record = run("tmux", command)
+    assert record.received == command and record.damaged
+    assert "echo hello world > out.txt; : echo hello world" in (record.received_note or "")
+
+
+@pytest.mark.needs("tmux")
+def test_standard_input_moved_to_a_file_shows_in_received() -> None:
+    """HOLDS: after exec 0<file the shell reads its commands from the file; those reads are fd 0's, so
+    received is not R and the delivery is damaged (never a clean record of a command nobody typed)."""
+    command = "printf 'echo hello world > out.txt\\n' > f; exec 0<f"
+    record = run("tmux", command)
+    assert record.received != command and record.damaged
+
+
+@pytest.mark.needs("tmux")
+def test_a_kill_line_control_character_is_damage() -> None:
+    """HOLDS: C-u in R erases what readline had; bash's entry is the rest, received has every byte."""
+    command = "rm -rf /sandbox/work/x\x15echo hello world > out.txt"
+    record = run("tmux", command)
+    assert record.received == command and record.damaged
+
+
+@pytest.mark.needs("tmux")
+def test_a_write_past_the_copy_budget_only_adds_damage() -> None:
+    """HOLDS: a builtin write of more than MAX_LOG is cut at the budget and marked incomplete."""
+    command = (f's=$(head -c {MAX_LOG + 200_000} /dev/zero | tr "\\0" a); printf %s "$s" >&{LOG_FD}; '
+               'echo hello world > out.txt')
+    split, log = shell_log(command)
+    assert split and len(log) <= MAX_LOG
+
+
+@pytest.mark.needs("tmux")
+def test_a_copied_fork_writing_forever_is_bounded_by_the_time_limit() -> None:
+    """HOLDS (CPU is the harness's, as documented): the first fork after the read builtin is copied until
+    it execs; one that loops writing to the log is damage, and the run ends at its limit."""
+    command = ("read -rd $'\\r' x; (while :; do printf %s \"$x\" >&" + str(LOG_FD) + "; done) & sleep 0.1"
+               "\necho hello world > out.txt")
+    start = time.monotonic()
+    record = run("tmux", command, timeout=3)
+    assert record.damaged and time.monotonic() - start < 3 + 4
+
+
+# -- 2. the launcher and the wrapper --------------------------------------------------------------------
+
+UNTRACED = r"""python3 - <<'PY'
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.syscall(56, 0x00800000 | 17, 0, 0, 0, 0) == 0:   # clone(CLONE_UNTRACED | SIGCHLD): no fork event
+    os.setsid()
+    for i in range(100000):
+        open("/sandbox/work/alive", "w").write(str(i)); time.sleep(0.05)
+    os._exit(0)
+PY
+sleep 0.3; echo parent"""
+
+
+@pytest.mark.needs("bwrap")
+def test_an_untraced_clone_does_not_outlive_the_run() -> None:
+    """HOLDS: CLONE_UNTRACED hides a child from the tracer (no fork event, not in kill_all's pids), but it
+    stays in bwrap's pid namespace and the run's cgroup, so it dies with the run."""
+    ex, _, moved = traced(UNTRACED)
+    assert ex.stdout.text.strip() == "parent" and not moved
+
+
+@pytest.mark.needs("bwrap")
+def test_resuming_the_stopped_wrapper_keeps_the_command_s_status() -> None:
+    """HOLDS: a job SIGCONTs the wrapper (its first program's parent): the wrapper exits, the pid namespace
+    ends and the job with it; the status recorded is the first program's, nothing runs on."""
+    ex, wall, moved = traced("w=$PPID; (sleep 0.3; kill -CONT $w; sleep 2; echo late; echo x > alive) & "
+                             "echo first; exit 3")
+    assert ex.exit_code == 3 and not ex.timed_out and ex.stdout.text == "first\n" and not moved and wall < 3
+
+
+@pytest.mark.needs("bwrap")
+def test_killing_the_wrapper_is_recorded_as_a_kill() -> None:
+    """HOLDS: SIGKILL to the wrapper while the command runs ends the namespace: 137, not a clean exit."""
+    ex, _, _ = traced("w=$PPID; echo before; kill -9 $w; sleep 0.5; echo after; exit 0")
+    assert ex.exit_code == 137 and ex.stdout.text == "before\n" and not ex.timed_out
+
+
+@pytest.mark.needs("root")
+@pytest.mark.needs("bwrap")
+def test_the_command_cannot_leave_its_cgroup_nor_pass_the_pids_limit() -> None:
+    """HOLDS: no cgroup file is reachable (no /sys, a cgroup namespace, no mount in a user namespace), and
+    forks stop at the sandbox's pids.max."""
+    command = ("for f in /sys/fs/cgroup/pids/tasks /proc/1/root/sys/fs/cgroup/pids/tasks; do "
+               "echo 0 > $f 2>/dev/null && echo ESCAPED $f; done; "
+               "unshare -Urm sh -c 'mkdir -p /tmp/c && mount -t cgroup -o pids none /tmp/c && echo 0 > /tmp/c/tasks "
+               "&& echo ESCAPED mount' 2>/dev/null; "
+               "python3 -c 'import os, time\nn = 0\nfor i in range(400):\n    try:\n        if os.fork() == 0:\n"
+               "            time.sleep(3); os._exit(0)\n        n += 1\n    except OSError:\n        break\n"
+               "print(\"forked\", n)' >forks 2>&1 </dev/null; cat forks")
+    ex, _, _ = traced(command, timeout=6)
+    assert "ESCAPED" not in ex.stdout.text
+    forked = int(ex.stdout.text.split("forked")[1].split()[0])
+    assert forked < Limits().processes and ex.limit_hit == "processes"
