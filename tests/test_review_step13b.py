@@ -11,8 +11,9 @@ the same sandbox, which makes Enter append code to a later honest command, recor
 BROKEN, a line that reads the next typed line as data and writes that line's entry itself; BROKEN, a line
 that moves the log's descriptor and writes the next line's entry (no hook variable touched); BROKEN (the
 documented residual), a line that sets PS0; BROKEN (low), the exit status of a shell that wrote its own
-prompt entry and SIGKILLed itself; BROKEN, a thread's execve leaves its former tid in the tracer's kill
-list, and the end of the run SIGKILLs the host process that reuses that number. The rest held.
+prompt entry and SIGKILLed itself; BROKEN, then fixed (exectrace drops the former tid at the exec event),
+a thread's execve left its former tid in the tracer's kill list, and the end of the run SIGKILLed the host
+process that reused that number. The rest held.
 """
 
 from __future__ import annotations
@@ -299,10 +300,6 @@ THREAD_EXEC = ("import threading, os, time\n"
 
 
 @pytest.mark.needs("root")
-@pytest.mark.xfail(strict=True, reason="BROKEN: exectrace.Tracer._exec ignores the former thread id "
-                   "(PTRACE_GETEVENTMSG) of a non-leader thread's execve; the kernel reports no exit for it, so "
-                   "the tid stays in Tracer._alive and kill_all SIGKILLs whatever host process reuses that "
-                   "number (pid_max is 32768 here)")
 def test_a_thread_s_exec_leaves_no_stale_pid_for_the_end_of_run_kill() -> None:
     import os
     import subprocess

@@ -376,6 +376,13 @@ class Tracer:
 
     def _exec(self, pid: int) -> None:
         self._seq += 1
+        # a thread other than the leader that execs takes the leader's id; its own id is gone without an
+        # exit to report, so it must leave the live set, or the end-of-run kill would signal whatever host
+        # process is given that number next
+        former = _event_msg(pid)
+        if former and former != pid:
+            with self._lock:
+                self._alive.discard(former)
         self.copy.execed(pid)  # whatever pid was (the shell, one of its forks), it is another program now
         if self.skip > 0:
             self.skip -= 1
