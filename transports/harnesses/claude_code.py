@@ -20,9 +20,10 @@ The component
 ``received``
     The argument of the wrapper's ``eval``: the word after ``&& eval `` in the final shell's ``-c`` text,
     with its quotes removed by bash itself (:mod:`transports.harnesses.dequote`). The final shell is the
-    first exec, in the kernel's trace, of the system's bash whose ``-c`` program holds ``&& eval ``; the
+    first exec, in the kernel's trace, of the system's bash started by the harness itself whose ``-c``
+    program holds ``&& eval `` (a bash that R starts is not the harness's child, so it never counts); the
     record's ``wrapper`` is that whole program. None when the harness started no such shell (the courier
-    died, the harness refused, the time ran out before).
+    died first, the harness refused, the time ran out).
 
 No ``-safe`` twin
     The route has no encoding choice to fix: R is the tool call's JSON string, and Claude Code 2.1.x
@@ -91,9 +92,13 @@ class ClaudeCode(HarnessRoute):
 
 
 def eval_shell(execs: list[Exec]) -> Final:
-    """The first bash exec whose ``-c`` program holds the wrapper's ``&& eval``, and the eval's argument."""
-    bash = program_identity("bash")
-    found = [(e, text) for e in execs if e.exe is not None and e.exe == bash
+    """The first bash that the harness itself started (its parent is the harness's pid: the launcher's, which
+    ``exec``\s the harness in place) whose ``-c`` program holds the wrapper's ``&& eval``, and the eval's
+    argument. A bash that R starts is R's shell's child, never the harness's, so R cannot add a wrapper."""
+    if not execs:
+        return Final(None, note="the kernel saw no program run")
+    harness, bash = execs[0].pid, program_identity("bash")
+    found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == bash
              and (text := received_from(list(e.argv))) is not None and MARKER in text]
     if not found:
         return Final(None, note="the harness started no bash with its eval wrapper")
