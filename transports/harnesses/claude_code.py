@@ -93,7 +93,7 @@ class ClaudeCode(HarnessRoute):
 
 def eval_shell(execs: list[Exec]) -> Final:
     """The first bash that the harness itself started (its parent is the harness's pid: the launcher's, which
-    ``exec``\s the harness in place) whose ``-c`` program holds the wrapper's ``&& eval``, and the eval's
+    execs the harness in place) whose ``-c`` program holds the wrapper's ``&& eval``, and the eval's
     argument. A bash that R starts is R's shell's child, never the harness's, so R cannot add a wrapper."""
     if not execs:
         return Final(None, note="the kernel saw no program run")

@@ -9,7 +9,7 @@ hold the harness, its courier and everything R starts)
        (``sandbox.write_file``) and makes a run directory in ``meta/`` for the courier's log.
     3. The launcher (``/bin/sh -c LAUNCHER``) starts the courier with ``python3 -I`` on 127.0.0.1, an ephemeral
        port in the sandbox's own network namespace (bwrap unshares the network: loopback is all there is),
-       waits for its port, exports the harness's base-URL variable and ``exec``\\s the harness, stdin
+       waits for its port, exports the harness's base-URL variable and execs the harness, stdin
        ``/dev/null``.
     4. The harness asks the courier, which answers with one tool call carrying R, then ends the turn.
     5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness) and
