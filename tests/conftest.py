@@ -104,6 +104,19 @@ def _claude_code() -> bool | str:
     return True
 
 
+def _mini_swe_agent() -> bool | str:
+    """The real mini-swe-agent harness (PyPI, pinned), installed into its per-user venv on first use (about a
+    minute; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.mini_swe_agent import MINI_SWE_AGENT
+
+    try:
+        MINI_SWE_AGENT.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -124,6 +137,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "root": (_root, "the tests run as an ordinary user (switching to another uid needs root)"),
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
+    "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }

@@ -4,11 +4,12 @@ What this room owns
     The frame every harness route shares (:mod:`.harness`: install on first use into the per-user cache, a
     scripted fake model server, the *courier* (:mod:`.courier`), started beside the harness inside the
     sandbox on 127.0.0.1, and ``received`` from the kernel's exec trace), the quote removal of a harness's
-    wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`).
+    wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`,
+    :mod:`.mini_swe_agent`).
 
 What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
-    ``paths.route``, ``paths.npm_cache``) and ``tasks.safefs``; nothing imports it but the registry (and the
+    ``paths.route``, ``paths.npm_cache``, ``paths.venv_cache``) and ``tasks.safefs``; nothing imports it but the registry (and the
     doctor, through the registry). The courier script imports nothing of the project: it runs in the sandbox.
 
 How it differs from :mod:`transports.paths`
@@ -34,5 +35,6 @@ def _lazy(module: str, cls: str) -> Callable[[], Transport]:
 
 HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
+    "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""

@@ -6,14 +6,22 @@ Why a standalone script
     nothing of the host's Python path or environment reaches it. It binds 127.0.0.1 on an ephemeral
     port and writes the port to PORT_FILE (renamed into place, so the launcher never reads half a number).
 
-What it answers (docs/harnesses.md; the wire format measured in HARNESSES.md)
+What it answers (docs/harnesses.md; the wire formats measured in the harness survey)
+    Anthropic Messages (``POST .../v1/messages``, Claude Code):
+
     * a request that offers the tool ``Bash`` and carries no ``tool_result`` yet: one ``tool_use`` of
       ``Bash`` with input ``{"command": R}``, R read byte-exact from COMMAND_FILE (UTF-8) and written
       with ``json.dumps``, so the harness's JSON parser gives back exactly R;
     * every other request (the tool result, a title or quota request without tools): a text reply,
       ``end_turn``;
     * streamed as SSE when the request says ``"stream": true``, else one JSON message;
-    * any other path: ``404`` with an Anthropic-style error body.
+    OpenAI Chat Completions (``POST .../v1/chat/completions``, non-streaming; mini-swe-agent through litellm):
+
+    * a request that offers the function tool ``bash``: with no ``tool`` message yet, a tool call of ``bash``
+      with arguments ``{"command": R}``; after it, a tool call of ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``,
+      mini-swe-agent's way of ending its run.
+
+    Any other path: ``404`` with an error body.
 
 What it never does
     It never sees the verdict and takes no part in ``received``, which the host reads from the kernel's
@@ -31,6 +39,7 @@ from typing import Any
 
 LOG_CAP = 64 * 1024
 TOOL_ID = "toolu_01QuoteBenchCourier0001"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 class Courier(BaseHTTPRequestHandler):
@@ -63,6 +72,9 @@ class Courier(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
         self.note(f"POST {self.path} {raw[:2048].decode('utf-8', 'replace')}")
+        if self.path.split("?", 1)[0].endswith("/chat/completions"):
+            self.chat(raw)
+            return
         if not self.path.split("?", 1)[0].endswith("/v1/messages"):
             self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
             return
@@ -86,6 +98,23 @@ class Courier(BaseHTTPRequestHandler):
             self.send_stream(model, block, stop)
         else:
             self.send_json(200, message(model, [block], stop))
+
+    def chat(self, raw: bytes) -> None:
+        """One Chat Completions answer: R as the ``bash`` tool call first, then the submit command."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        model = body.get("model") if isinstance(body.get("model"), str) else "courier"
+        answered = any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
+        command = SUBMIT if answered else self.r_command
+        self.note(f"answer bash {'submit' if answered else 'R'}")
+        call = {"id": "call_qb_1" if not answered else "call_qb_2", "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+        self.send_json(200, {"id": "chatcmpl-qb", "object": "chat.completion", "created": 0, "model": model,
+                             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                                 "role": "assistant", "content": "Running the command.", "tool_calls": [call]}}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()

@@ -35,13 +35,13 @@ from ..needs import MissingComponent
 from ..paths.route import Route
 from ..sandbox import ArgumentTooLong, Sandbox
 from ..sandbox.exectrace import Exec
-from ..shells import DEFAULT
+from ..shells import DEFAULT, Shell
 from .courier import LOG_CAP
 
 COURIER = Path(__file__).with_name("courier.py")
 
 LAUNCHER = r"""
-courier=$1 command=$2 log=$3 url_var=$4; shift 4
+courier=$1 command=$2 log=$3 url_var=$4 url_path=$5; shift 5
 port=/tmp/qb-courier-port
 python3 -I "$courier" "$command" "$log" "$port" </dev/null >/dev/null 2>&1 &
 i=0
@@ -49,7 +49,7 @@ while [ ! -s "$port" ]; do
   i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "quotebench: the courier did not start" >&2; exit 97; }
   sleep 0.01
 done
-export "$url_var=http://127.0.0.1:$(cat "$port")"
+export "$url_var=http://127.0.0.1:$(cat "$port")$url_path"
 exec "$@" </dev/null
 """
 """The launcher: the courier in the background, then the harness in the launcher's place."""
@@ -75,10 +75,11 @@ class HarnessRoute(Route):
     harness: str
     package: Component
     url_var: str
+    url_path: str = ""
     version: str
 
-    def __init__(self, *, boundary: str) -> None:
-        super().__init__(self.harness, False, DEFAULT, boundary=boundary, fix="")
+    def __init__(self, *, boundary: str, shell: Shell = DEFAULT) -> None:
+        super().__init__(self.harness, False, shell, boundary=boundary, fix="")
 
     # -- what a harness says -------------------------------------------------
 
@@ -98,10 +99,13 @@ class HarnessRoute(Route):
     # -- the frame -----------------------------------------------------------
 
     def installed(self) -> Path:
-        """The installed prefix (npm install on first use, under the cache's lock). MissingComponent."""
-        from ..paths.npm_cache import package_dir
+        """The installed prefix (npm or pip install on first use, under the cache's lock). MissingComponent."""
+        from ..paths import npm_cache, venv_cache
 
-        return package_dir(self.package.package, self.package.version or "", timeout_s=self.package.install_timeout_s)
+        c = self.package
+        if c.kind == "venv":
+            return venv_cache.venv_dir(c.package, c.version or "", c.pins, timeout_s=c.install_timeout_s)
+        return npm_cache.package_dir(c.package, c.version or "", timeout_s=c.install_timeout_s)
 
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
@@ -131,7 +135,7 @@ class HarnessRoute(Route):
         info = HarnessRun(self.harness, self.version)
         try:
             ex = await sandbox.run(["/bin/sh", "-c", LAUNCHER, "qb-harness", courier, command_file, log, self.url_var,
-                                    *self.argv(inside_program)], env=self.env(), binds=((prefix, mount),))
+                                    self.url_path, *self.argv(inside_program)], env=self.env(), binds=((prefix, mount),))
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e), harness=info)
         info.log = _read_log(sandbox, f"{rel}/courier.log")
