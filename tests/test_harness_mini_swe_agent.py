@@ -49,3 +49,18 @@ def test_the_final_shell_is_dash_as_on_raw_at_dash() -> None:
 def test_no_shell_from_the_harness_means_no_received() -> None:
     launcher = Exec(seq=1, pid=10, parent=None, forked_at=None, exe=None, argv=(b"python",), argv_complete=True)
     assert sh_shell([launcher]).received is None and sh_shell([]).received is None
+
+
+def test_a_failed_venv_install_is_a_harness_error(tmp_path, monkeypatch: pytest.MonkeyPatch, require) -> None:
+    require("bwrap")
+    for k, v in {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PIP_CONFIG_FILE": "/dev/null",
+                 "PIP_INDEX_URL": "http://127.0.0.1:1/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
+                 "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"}.items():
+        monkeypatch.setenv(k, v)
+    r = rec("mini-swe-agent", TASK.solution)
+    assert r.error is not None and r.error.startswith(
+        "harness: mini-swe-agent: pip install mini-swe-agent==2.4.6 failed (exit 1): ERROR: "), r.error
+    assert "\n" not in r.error and "Traceback" not in r.error
+    assert r.received is None and not r.damaged and r.transport_error is None
+    assert r.verdict.checks[0].check == "harness"
+    assert not (tmp_path / "xdg" / "quotebench" / "venv" / "mini-swe-agent@2.4.6").exists()  # no half venv left

@@ -42,7 +42,7 @@ COURIER = Path(__file__).with_name("courier.py")
 
 LAUNCHER = r"""
 courier=$1 command=$2 log=$3 url_var=$4 url_path=$5; shift 5
-port=/tmp/qb-courier-port
+port=${TMPDIR:-/tmp}/qb-courier-port-$$  # the sandbox's own /tmp; per run even without bwrap
 python3 -I "$courier" "$command" "$log" "$port" </dev/null >/dev/null 2>&1 &
 i=0
 while [ ! -s "$port" ]; do
