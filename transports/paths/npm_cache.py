@@ -102,6 +102,12 @@ def _installed_version(prefix: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
+def component_name(package: str) -> str:
+    """The name ``quotebench components install`` knows a package by: a scoped package's own name
+    (``@anthropic-ai/claude-code`` is ``claude-code``)."""
+    return package.rsplit("/", 1)[-1]
+
+
 def prefix_of(package: str, version: str) -> Path:
     """The cache directory of ``package@version``: a scoped name's ``/`` becomes ``+``
     (``@anthropic-ai+claude-code@2.1.197``), so every prefix is one directory next to the lock."""
@@ -122,7 +128,7 @@ def status(package: str, version: str, *, node: bool = True) -> Status:
     if prefix in _failed:
         return Status(False, _failed[prefix])
     npm = "" if needs.find_program("npm") else "; npm is not installed (Debian package: npm)"
-    return Status(False, f"not installed in {prefix} (quotebench components install {package}{npm})")
+    return Status(False, f"not installed in {prefix} (quotebench components install {component_name(package)}{npm})")
 
 
 def package_dir(package: str, version: str, *, retry: bool = False, timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
@@ -164,7 +170,7 @@ def package_dir(package: str, version: str, *, retry: bool = False, timeout_s: f
 def _remember(prefix: Path, package: str, why: str, retry: bool) -> MissingComponent:
     """Remember that ``prefix`` could not be had (the error to raise); an automatic attempt says how to retry."""
     if not retry:
-        why += f"; not retried in this process (quotebench components install {package} retries)"
+        why += f"; not retried in this process (quotebench components install {component_name(package)} retries)"
     _failed[prefix] = why
     return MissingComponent(why)
 
