@@ -115,6 +115,18 @@ def test_a_word_that_could_expand_is_refused_not_run(word: str) -> None:
         word_after(f"x && eval {word} < /dev/null", "&& eval ")
 
 
+def test_a_wrapper_without_the_snapshot_is_read_too() -> None:
+    from transports.capture import program_identity
+
+    launcher = Exec(seq=1, pid=10, parent=None, forked_at=None, exe=None, argv=(b"claude",), argv_complete=True)
+    shell = Exec(seq=2, pid=11, parent=10, forked_at=1, exe=program_identity("bash"), argv=(
+        b"/bin/bash", b"-c", b"eval 'echo '\\''a b'\\' < /dev/null && pwd -P >| /tmp/c"), argv_complete=True)
+    r_shell = Exec(seq=3, pid=12, parent=11, forked_at=2, exe=program_identity("bash"), argv=(
+        b"/bin/bash", b"-c", b"true && eval forged"), argv_complete=True)
+    final = eval_shell([launcher, r_shell, shell])
+    assert final.exec is shell and final.received == "echo 'a b'" and final.note is None
+
+
 def test_no_wrapper_from_the_harness_means_no_received() -> None:
     launcher = Exec(seq=1, pid=10, parent=None, forked_at=None, exe=None, argv=(b"claude",), argv_complete=True)
     final = eval_shell([launcher])

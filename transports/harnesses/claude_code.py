@@ -91,6 +91,14 @@ class ClaudeCode(HarnessRoute):
         return eval_shell(execs)
 
 
+def eval_marker(text: str) -> str | None:
+    """What the eval word follows in a wrapper: ``&& eval `` after the snapshot's ``source`` (2.1.x), or a
+    leading ``eval `` (the same wrapper when there is no snapshot to source); None for any other program."""
+    if MARKER in text:
+        return MARKER
+    return "eval " if text.startswith("eval ") else None
+
+
 def eval_shell(execs: list[Exec]) -> Final:
     """The first bash that the harness itself started (its parent is the harness's pid: the launcher's, which
     execs the harness in place) whose ``-c`` program holds the wrapper's ``&& eval``, and the eval's
@@ -99,7 +107,7 @@ def eval_shell(execs: list[Exec]) -> Final:
         return Final(None, note="the kernel saw no program run")
     harness, bash = execs[0].pid, program_identity("bash")
     found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == bash
-             and (text := received_from(list(e.argv))) is not None and MARKER in text]
+             and (text := received_from(list(e.argv))) is not None and eval_marker(text) is not None]
     if not found:
         return Final(None, note="the harness started no bash with its eval wrapper")
     chosen, wrapper = found[0]
@@ -107,7 +115,7 @@ def eval_shell(execs: list[Exec]) -> Final:
     if not chosen.argv_complete:
         return Final(chosen, wrapper, None, "; ".join(notes + ["the final shell's argv could not be read whole"]))
     try:
-        received = dequote(word_after(wrapper, MARKER))
+        received = dequote(word_after(wrapper, eval_marker(wrapper) or MARKER))
     except DequoteError as e:
         return Final(chosen, wrapper, None, "; ".join(notes + [str(e)]))
     return Final(chosen, wrapper, received, "; ".join(notes) or None)

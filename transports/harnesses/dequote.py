@@ -31,7 +31,8 @@ class DequoteError(ValueError):
 
 
 def word_after(text: str, marker: str) -> str:
-    """The shell word that starts right after the first ``marker`` in ``text`` (quotes kept)."""
+    """The shell word that starts right after the first ``marker`` in ``text`` (quotes kept): the harness's
+    own text comes first, so a marker inside R, later, is never the one found."""
     at = text.find(marker)
     if at < 0:
         raise DequoteError(f"no {marker.strip()!r} in the wrapper")
