@@ -42,6 +42,7 @@ def test_the_control_solution_passes_offline_with_no_network(monkeypatch: pytest
     assert r.harness == "claude-code" and r.harness_version == VERSION == "2.1.197"
     assert r.wrapper is not None and "&& eval " in r.wrapper and r.wrapper.startswith("source ")
     assert r.harness_log is not None and "POST /v1/messages" in r.harness_log and "answer tool_use" in r.harness_log
+    assert "tool_result" in r.harness_log and "answer end_turn" in r.harness_log
     assert r.shell == "bash" and r.transport == "claude-code"
 
 

@@ -84,9 +84,12 @@ class Courier(BaseHTTPRequestHandler):
             body = {}
         model = body.get("model") if isinstance(body.get("model"), str) else "claude-courier"
         tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-        answered = any(isinstance(b, dict) and b.get("type") == "tool_result"
-                       for m in body.get("messages") or [] if isinstance(m, dict)
-                       for b in (m.get("content") if isinstance(m.get("content"), list) else []))
+        results = [b for m in body.get("messages") or [] if isinstance(m, dict)
+                   for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+        answered = bool(results)
+        for b in results:  # R's output as the harness reported it to the model
+            self.note(f"tool_result {json.dumps(b.get('content'))}")
         if "Bash" in tools and not answered:
             block: dict[str, Any] = {"type": "tool_use", "id": TOOL_ID, "name": "Bash", "input": {"command": self.r_command}}
             stop = "tool_use"
@@ -106,7 +109,10 @@ class Courier(BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         model = body.get("model") if isinstance(body.get("model"), str) else "courier"
-        answered = any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
+        results = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"]
+        answered = bool(results)
+        for m in results:
+            self.note(f"tool_result {json.dumps(m.get('content'))}")
         command = SUBMIT if answered else self.r_command
         self.note(f"answer bash {'submit' if answered else 'R'}")
         call = {"id": "call_qb_1" if not answered else "call_qb_2", "type": "function",
