@@ -4,14 +4,16 @@ and ``received`` from the kernel's exec trace.
 How one delivery runs (all inside one ``sandbox.run``, so bwrap's namespaces, the run's cgroup and the limits
 hold the harness, its courier and everything R starts)
     1. The harness's package is installed into the per-user cache on first use (host side, under the cache's
-       lock; :mod:`transports.paths.npm_cache`). A failure is a harness error: nothing ran, no damage.
+       lock; :mod:`transports.paths.npm_cache` for npm, :mod:`transports.paths.venv_cache` for PyPI). A failure
+       is a harness error: nothing ran, no damage.
     2. The host writes R and the courier script (:mod:`transports.harnesses.courier`) as read-only files
        (``sandbox.write_file``) and makes a run directory in ``meta/`` for the courier's log.
     3. The launcher (``/bin/sh -c LAUNCHER``) starts the courier with ``python3 -I`` on 127.0.0.1, an ephemeral
        port in the sandbox's own network namespace (bwrap unshares the network: loopback is all there is),
        waits for its port, exports the harness's base-URL variable and execs the harness, stdin
        ``/dev/null``.
-    4. The harness asks the courier, which answers with one tool call carrying R, then ends the turn.
+    4. The harness asks the courier, which answers with one tool call carrying R, then ends the run (a text
+       end of turn, or the harness's own submit command).
     5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness) and
        computes ``received`` from it (:mod:`transports.harnesses.dequote` where the harness wraps R).
 
