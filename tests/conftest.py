@@ -84,6 +84,39 @@ def _shell_quote() -> bool | str:
     return True
 
 
+def _claude_code() -> bool | str:
+    """The real Claude Code harness (npm @anthropic-ai/claude-code, pinned), installed into the cache on first
+    use like shell-quote (``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.claude_code import CLAUDE_CODE, ClaudeCode
+
+    own = os.environ.get("npm_config_fetch_retries")
+    os.environ.setdefault("npm_config_fetch_retries", "0")
+    try:
+        CLAUDE_CODE.ensure()
+        route = ClaudeCode()
+        route.program(route.installed())
+    except MissingComponent as e:
+        return str(e)
+    finally:
+        if own is None:
+            del os.environ["npm_config_fetch_retries"]
+    return True
+
+
+def _mini_swe_agent() -> bool | str:
+    """The real mini-swe-agent harness (PyPI, pinned), installed into its per-user venv on first use (about a
+    minute; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.mini_swe_agent import MINI_SWE_AGENT
+
+    try:
+        MINI_SWE_AGENT.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -93,7 +126,7 @@ def _program(name: str) -> Callable[[], bool]:
 
 
 PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "coreutils": "rust-coreutils", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
-            "tmux": "tmux"}
+            "tmux": "tmux", "python3": "python3"}
 
 COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     **{name: (_program(name), f"{name} is not installed (Debian package: {pkg})") for name, pkg in PROGRAMS.items()},
@@ -104,6 +137,8 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "root": (_root, "the tests run as an ordinary user (switching to another uid needs root)"),
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
+    "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
+    "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool | str] = {}

@@ -18,6 +18,7 @@ import pytest
 from qb_client.cli import main
 from qb_client.doctor import report
 from transports import components, needs
+from transports.harnesses import HARNESSES
 from transports.paths import PATHS
 from transports.registry import LISTED
 
@@ -57,15 +58,21 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     by_title = {s["title"]: s for s in doc["sections"]}
     assert list(by_title) == ["sandbox", "final shells", "userlands", "transports", "paths", "agent harnesses"]
     assert [e["name"] for e in by_title["paths"]["entries"]] == list(PATHS)
-    assert [e["name"] for e in by_title["transports"]["entries"]] == [n for n in LISTED if n not in PATHS]
-    assert by_title["agent harnesses"]["entries"] == [] and by_title["agent harnesses"]["note"].startswith("none yet")
+    assert [e["name"] for e in by_title["transports"]["entries"]] == [n for n in LISTED if n not in PATHS
+                                                                       and n not in HARNESSES]
+    assert [e["name"] for e in by_title["agent harnesses"]["entries"]] == list(HARNESSES) == ["claude-code", "mini-swe-agent"]
     needs = {e["name"]: e["needs"] for s in doc["sections"] for e in s["entries"]}
     assert needs["shell-quote-eval"] == ["node", "shell-quote", "npm", "bash"]
     assert needs["shell-quote-eval-safe"] == ["bash"]  # the fix never re-tokenises
     assert needs["tmux"] == ["tmux", "bash"] and needs["make"] == ["make", "bash", "sh"]
+    assert needs["claude-code"] == ["claude-code", "python3", "bash"]
+    assert needs["mini-swe-agent"] == ["mini-swe-agent", "python3", "sh"]
     comps = {c["name"]: c for c in doc["components"]}
     assert comps["shell-quote"]["kind"] == "npm" and comps["shell-quote"]["version"] == "1.8.3"
     assert comps["shell-quote"]["installable"] and not comps["tmux"]["installable"]
+    assert comps["claude-code"]["kind"] == "npm" and comps["claude-code"]["version"] == "2.1.197"
+    assert comps["claude-code"]["installable"]
+    assert comps["mini-swe-agent"]["kind"] == "venv" and comps["mini-swe-agent"]["version"] == "2.4.6"
     assert comps["ssh"]["optional"] and comps["npm"]["optional"] and not comps["node"]["optional"]
 
 
@@ -103,7 +110,7 @@ def test_an_optional_component_missing_leaves_its_path_ready(tmp_path, capsys, m
 def test_install_refuses_what_it_does_not_install_in_one_line(capsys, monkeypatch) -> None:
     for args, message in ((["tmux"], "component tmux is not installed by quotebench: a system program (Debian "
                                      "package: tmux; apt-get install tmux)"),
-                          (["nope"], "unknown component 'nope' (installable: shell-quote)"),
+                          (["nope"], "unknown component 'nope' (installable: shell-quote, claude-code, mini-swe-agent)"),
                           (["shell-quote@1.2.3"], "component shell-quote@1.2.3: quotebench pins shell-quote@1.8.3")):
         code, out, err = cli(capsys, monkeypatch, "components", "install", *args)
         assert (code, out, err) == (2, "", f"quotebench: error: {message}\n")
@@ -118,7 +125,7 @@ def quotebench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
 def test_install_is_idempotent_one_line_per_component(tmp_path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     prefix = tmp_path / "quotebench" / "npm" / "shell-quote@1.8.3"
-    first = quotebench(env, "components", "install")
+    first = quotebench(env, "components", "install", "shell-quote")  # named: all would fetch Claude Code's 235 MB
     assert (first.returncode, first.stdout, first.stderr) == (0, f"shell-quote@1.8.3: installed in {prefix}\n", "")
     stamp = (prefix / "node_modules" / "shell-quote" / "package.json").stat().st_mtime_ns
     again = quotebench(env, "components", "install", "shell-quote", "--json")
@@ -135,7 +142,7 @@ def test_install_is_idempotent_one_line_per_component(tmp_path) -> None:
 def test_a_failed_install_is_one_line_naming_npms_reason(tmp_path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path), "npm_config_registry": "http://127.0.0.1:1/",
            "npm_config_fetch_retries": "0", "npm_config_cache": str(tmp_path / "npm-cache")}
-    done = quotebench(env, "components", "install")
+    done = quotebench(env, "components", "install", "shell-quote")
     assert done.returncode == 1 and done.stderr == ""
     assert done.stdout.count("\n") == 1
     assert done.stdout.startswith("shell-quote@1.8.3: FAILED: npm install shell-quote@1.8.3 failed (exit 1): npm error "

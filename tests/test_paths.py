@@ -12,6 +12,7 @@ import pytest
 
 from tasks.load import get_task, load_suite
 from transports.execute import execute
+from transports.harnesses import HARNESSES
 from transports.registry import catalogue, get
 from transports.sandbox import Limits
 
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.needs("dash", "zsh", "node", "npm", "make", "tmux")
 LIMITS = Limits(timeout_s=5)
 TASK = get_task("file-write/control")
 ROWS = catalogue()
-PATH_ROWS = [r for r in ROWS if r["source"] and "laboratory" not in r["source"]]
+PATH_ROWS = [r for r in ROWS if r["source"] and "laboratory" not in r["source"] and r["name"] not in HARNESSES]
+"""The deployment paths; the agent harness routes (transports.harnesses) have no -safe twin (docs/harnesses.md)
+and their own tests (tests/test_harness_claude_code.py)."""
 SAFE = [r["name"] for r in PATH_ROWS if r.get("fixes")]
 HOSTILE = [
     'echo "hello world" > out.txt',

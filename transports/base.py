@@ -15,6 +15,19 @@ from .sandbox import ArgumentTooLong, Bind, Execution, Sandbox
 
 
 @dataclass
+class HarnessRun:
+    """What a real agent harness route (:mod:`transports.harnesses`) adds to a delivery: which harness and
+    release ran, the final shell's whole program text as the harness built it (``wrapper``, from the kernel's
+    exec trace), and the courier's request/answer log (capped; informational only, never used for
+    ``received``: the command can rewrite it)."""
+
+    name: str
+    version: str | None
+    wrapper: str | None = None
+    log: str | None = None
+
+
+@dataclass
 class Delivery:
     """What became of one command on one transport.
 
@@ -31,6 +44,7 @@ class Delivery:
     ``harness_error`` is one line naming a component of this machine the path needs and cannot get
     (:mod:`transports.components`): nothing ran, and it is not the path's doing, so the record carries
     it as its ``error`` (out of every rate), never as a transport error or damage.
+    ``harness``: set by a real agent harness route (:class:`HarnessRun`).
     """
 
     received: str | None
@@ -39,6 +53,7 @@ class Delivery:
     received_note: str | None = None
     split: bool = False
     harness_error: str | None = None
+    harness: HarnessRun | None = None
 
 
 @runtime_checkable

@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from . import needs
 from .needs import MissingComponent, Status, find_program
-from .paths import npm_cache
+from .paths import npm_cache, venv_cache
 
-Kind = Literal["program", "python", "npm", "sandbox"]
+Kind = Literal["program", "python", "npm", "venv", "sandbox"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,11 @@ class Component:
     distribution (``python``, a pip dependency of quotebench) or an npm package (``npm``, pinned,
     installed into the per-user cache by :mod:`transports.paths.npm_cache`).
 
-    ``optional``: the path still runs without it (another way is used; ``note`` says which)."""
+    ``optional``: the path still runs without it (another way is used; ``note`` says which).
+    ``venv``: a PyPI distribution in its own per-user venv (:mod:`transports.paths.venv_cache`), with ``pins``
+    fixing more distributions of that venv.
+    ``node``: an npm package run by node (False for one that ships its own native program, as Claude Code
+    does); ``install_timeout_s``: how long npm may take to install it."""
 
     name: str
     kind: Kind
@@ -48,12 +52,15 @@ class Component:
     module: str | None = None
     optional: bool = False
     note: str = ""
+    node: bool = True
+    install_timeout_s: float = npm_cache.INSTALL_TIMEOUT_S
+    pins: tuple[str, ...] = ()
 
     @property
     def installable(self) -> bool:
         """Whether ``quotebench components install`` can get it (programs come from the system's packages,
         Python distributions from ``pip install quotebench``)."""
-        return self.kind == "npm"
+        return self.kind in ("npm", "venv")
 
     def status(self) -> Status:
         """Present or not, never raising and never installing."""
@@ -67,13 +74,18 @@ class Component:
             return _python_status(self)
         if self.kind == "sandbox":
             return _sandbox_status()
-        return npm_cache.status(self.package, self.version or "")
+        if self.kind == "venv":
+            return venv_cache.status(self.package, self.version or "")
+        return npm_cache.status(self.package, self.version or "", node=self.node)
 
     def ensure(self) -> None:
         """Make sure it is usable, installing an npm package on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
         if self.kind == "npm":
-            npm_cache.package_dir(self.package, self.version or "")
+            npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)
+            return
+        if self.kind == "venv":
+            venv_cache.venv_dir(self.package, self.version or "", self.pins, timeout_s=self.install_timeout_s)
             return
         state = self.status()
         if not state.present:
@@ -81,10 +93,15 @@ class Component:
 
     def install(self) -> str:
         """Install it now (npm packages only); one line saying what happened. MissingComponent on failure."""
+        if self.kind == "venv":
+            before = self.status().present
+            where = venv_cache.venv_dir(self.package, self.version or "", self.pins, retry=True,
+                                        timeout_s=self.install_timeout_s)
+            return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
         if self.kind != "npm":
             raise MissingComponent(f"{self.name} is not installed by quotebench: {self.status().detail}")
-        before = npm_cache.status(self.package, self.version or "").present
-        where = npm_cache.package_dir(self.package, self.version or "", retry=True)
+        before = npm_cache.status(self.package, self.version or "", node=self.node).present
+        where = npm_cache.package_dir(self.package, self.version or "", retry=True, timeout_s=self.install_timeout_s)
         return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
 
     def as_dict(self) -> dict[str, Any]:

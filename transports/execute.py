@@ -89,7 +89,16 @@ def build_record(task: Task, transport_name: str, command: str | None, delivery:
         limit_hit=ex.limit_hit if ex else None,
         limits_applied=ex.limits_applied if ex else None,
         error=error or (f"{HARNESS}: {delivery.harness_error}" if delivery.harness_error is not None else None),
+        **_harness_fields(delivery),
     )
+
+
+def _harness_fields(delivery: Delivery) -> dict[str, Any]:
+    """A real agent harness route's record fields (absent, so old stores and other transports are unchanged)."""
+    h = delivery.harness
+    if h is None:
+        return {}
+    return {"harness": h.name, "harness_version": h.version, "wrapper": h.wrapper, "harness_log": h.log}
 
 
 async def execute(task: Task, transport: Transport | str, command: str, *, limits: Limits | None = None,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .base import Transport
 from .escaped import Escaped
+from .harnesses import HARNESSES
 from .json_embed import JsonCorrect, JsonNaive
 from .nested import Nested
 from .nested_single import NestedSingle
@@ -50,14 +51,16 @@ TERMINAL: dict[str, Callable[[], Transport]] = {
     "ssh": _ssh,
     "ssh-safe": lambda: _ssh(True),
     **PATHS,
+    **HARNESSES,
 }
 MIDDLEWARE: dict[str, Callable[[Transport | None], Transport]] = {
     "json-naive": JsonNaive,
     "json-correct": JsonCorrect,
 }
 LAB: tuple[str, ...] = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
-"""The paper's transports; the deployment paths (:mod:`transports.paths`) follow them in ORDER."""
-ORDER: tuple[str, ...] = LAB + ("ssh-safe",) + tuple(PATHS)
+"""The paper's transports; the deployment paths (:mod:`transports.paths`), then the real agent harnesses
+(:mod:`transports.harnesses`), follow them in ORDER."""
+ORDER: tuple[str, ...] = LAB + ("ssh-safe",) + tuple(PATHS) + tuple(HARNESSES)
 LISTED: tuple[str, ...] = ORDER + ("ssh@zsh", "ssh-safe@zsh")
 """What the catalogue lists: every registered name, and the named routes that are a transport on a final
 shell (``ssh@zsh``: ssh to a host whose login shell is zsh, the macOS default)."""

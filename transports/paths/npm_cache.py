@@ -34,7 +34,7 @@ from .. import needs
 from ..needs import MissingComponent, Status
 from ..sandbox import SYSTEM_PATH
 
-__all__ = ["MissingComponent", "cache_root", "node_program", "npm_reason", "package_dir", "status"]
+__all__ = ["MissingComponent", "cache_root", "node_program", "npm_reason", "package_dir", "prefix_of", "status"]
 
 INSTALL_TIMEOUT_S = 180
 
@@ -102,25 +102,40 @@ def _installed_version(prefix: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def status(package: str, version: str) -> Status:
-    """Whether ``package@version`` is in the cache (and node there to run it), without installing."""
-    prefix = cache_root() / f"{package}@{version}"
+def component_name(package: str) -> str:
+    """The name ``quotebench components install`` knows a package by: a scoped package's own name
+    (``@anthropic-ai/claude-code`` is ``claude-code``)."""
+    return package.rsplit("/", 1)[-1]
+
+
+def prefix_of(package: str, version: str) -> Path:
+    """The cache directory of ``package@version``: a scoped name's ``/`` becomes ``+``
+    (``@anthropic-ai+claude-code@2.1.197``), so every prefix is one directory next to the lock."""
+    return cache_root() / f"{package.replace('/', '+')}@{version}"
+
+
+def status(package: str, version: str, *, node: bool = True) -> Status:
+    """Whether ``package@version`` is in the cache (and, when ``node``, node there to run it: a package that
+    ships a native program, such as Claude Code's, does not need it), without installing."""
+    prefix = prefix_of(package, version)
     if _installed_version(prefix, package) == version:
-        try:
-            node_program()
-        except MissingComponent as e:
-            return Status(False, f"installed in {prefix}, but {e}")
+        if node:
+            try:
+                node_program()
+            except MissingComponent as e:
+                return Status(False, f"installed in {prefix}, but {e}")
         return Status(True, f"{version} in {prefix}")
     if prefix in _failed:
         return Status(False, _failed[prefix])
     npm = "" if needs.find_program("npm") else "; npm is not installed (Debian package: npm)"
-    return Status(False, f"not installed in {prefix} (quotebench components install {package}{npm})")
+    return Status(False, f"not installed in {prefix} (quotebench components install {component_name(package)}{npm})")
 
 
-def package_dir(package: str, version: str, *, retry: bool = False) -> Path:
+def package_dir(package: str, version: str, *, retry: bool = False, timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
     """The prefix holding ``node_modules/<package>`` at exactly ``version``; installed on first use. A
-    failure is remembered: later calls in this process raise the same line at once, unless ``retry``."""
-    prefix = cache_root() / f"{package}@{version}"
+    failure is remembered: later calls in this process raise the same line at once, unless ``retry``.
+    ``timeout_s`` bounds npm (a large package, Claude Code's 235 MB, gets longer)."""
+    prefix = prefix_of(package, version)
     if _installed_version(prefix, package) == version:
         return prefix
     if not retry and prefix in _failed:
@@ -145,7 +160,7 @@ def package_dir(package: str, version: str, *, retry: bool = False) -> Path:
         if not retry and prefix in _failed:  # another thread of this process failed meanwhile
             raise MissingComponent(_failed[prefix])
         try:
-            done = _install(npm, prefix, package, version)
+            done = _install(npm, prefix, package, version, timeout_s)
         except MissingComponent as e:  # remembered before the lock is let go, so no thread tries again
             raise _remember(prefix, package, str(e), retry) from None
         _failed.pop(prefix, None)
@@ -155,22 +170,22 @@ def package_dir(package: str, version: str, *, retry: bool = False) -> Path:
 def _remember(prefix: Path, package: str, why: str, retry: bool) -> MissingComponent:
     """Remember that ``prefix`` could not be had (the error to raise); an automatic attempt says how to retry."""
     if not retry:
-        why += f"; not retried in this process (quotebench components install {package} retries)"
+        why += f"; not retried in this process (quotebench components install {component_name(package)} retries)"
     _failed[prefix] = why
     return MissingComponent(why)
 
 
-def _install(npm: str, prefix: Path, package: str, version: str) -> Path:
+def _install(npm: str, prefix: Path, package: str, version: str, timeout_s: float) -> Path:
     """Install into a staging prefix, check the version, rename into place (the caller holds the lock)."""
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{package}@{version}-", dir=prefix.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}-", dir=prefix.parent))
     except OSError as e:
         raise MissingComponent(f"cannot write to the npm cache {prefix.parent}: {e.strerror or e}") from None
     try:
         done = subprocess.run(
             [npm, "install", "--prefix", str(staging), f"{package}@{version}", "--no-audit", "--no-fund",
              "--ignore-scripts", "--no-package-lock", "--loglevel=error"],
-            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
             env=_host_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -121,9 +121,20 @@ class Record(BaseModel):
     turns: list[Turn] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The multi-turn arm (``run --turns K``, K > 1): the whole chain. The top-level fields describe the last
     turn that ran a command, and the verdict the final state."""
+    harness: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On a real agent harness route (``claude-code``): the harness that ran R (docs/harnesses.md)."""
+    harness_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The harness's exact release, as pinned and installed."""
+    wrapper: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The final shell's whole program text as the harness built it (from the kernel's exec trace);
+    ``received`` is the part of it that carries R."""
+    harness_log: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The courier's request/answer log, capped at 64 KiB: for debugging only (the command can rewrite it),
+    never used for ``received`` or the verdict."""
     truncated: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The fields :func:`capped` cut to their cap, in record order (``reply``, ``command``, ``received``,
-    ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``); absent when none was."""
+    ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``, ``wrapper``, ``harness_log``);
+    absent when none was."""
 
 
 FIELD_CAP = 64 * 1024
@@ -133,7 +144,8 @@ a run is never cut again."""
 NOTE_CAP = 2000
 """The most characters of a one-line note kept: ``received_note``, ``transport_error``, ``error``."""
 _CAPS = (("reply", FIELD_CAP), ("command", FIELD_CAP), ("received", FIELD_CAP), ("received_note", NOTE_CAP),
-         ("stdout", FIELD_CAP), ("stderr", FIELD_CAP), ("transport_error", NOTE_CAP), ("error", NOTE_CAP))
+         ("stdout", FIELD_CAP), ("stderr", FIELD_CAP), ("transport_error", NOTE_CAP), ("error", NOTE_CAP),
+         ("wrapper", FIELD_CAP), ("harness_log", FIELD_CAP))
 
 
 def capped(record: Record) -> Record:

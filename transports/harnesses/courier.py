@@ -1,0 +1,180 @@
+"""The courier: a scripted fake Anthropic Messages server that a harness route starts *inside* the sandbox.
+
+Why a standalone script
+    It runs in the sandbox's own network namespace (loopback only), started by the route's launcher
+    with ``python3 -I courier.py COMMAND_FILE LOG_FILE PORT_FILE``: no project import, stdlib only, so
+    nothing of the host's Python path or environment reaches it. It binds 127.0.0.1 on an ephemeral
+    port and writes the port to PORT_FILE (renamed into place, so the launcher never reads half a number).
+
+What it answers (docs/harnesses.md; the wire formats measured in the harness survey)
+    Anthropic Messages (``POST .../v1/messages``, Claude Code):
+
+    * a request that offers the tool ``Bash`` and carries no ``tool_result`` yet: one ``tool_use`` of
+      ``Bash`` with input ``{"command": R}``, R read byte-exact from COMMAND_FILE (UTF-8) and written
+      with ``json.dumps``, so the harness's JSON parser gives back exactly R;
+    * every other request (the tool result, a title or quota request without tools): a text reply,
+      ``end_turn``;
+    * streamed as SSE when the request says ``"stream": true``, else one JSON message;
+    OpenAI Chat Completions (``POST .../v1/chat/completions``, non-streaming; mini-swe-agent through litellm):
+
+    * a request that offers the function tool ``bash``: with no ``tool`` message yet, a tool call of ``bash``
+      with arguments ``{"command": R}``; after it, a tool call of ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``,
+      mini-swe-agent's way of ending its run.
+
+    Any other path: ``404`` with an error body.
+
+What it never does
+    It never sees the verdict and takes no part in ``received``, which the host reads from the kernel's
+    exec trace. Its log (LOG_FILE: each request's path and body, each answer's kind, capped at
+    :data:`LOG_CAP` bytes) is for debugging only: the command runs as the same user and can rewrite it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+LOG_CAP = 64 * 1024
+TOOL_ID = "toolu_01QuoteBenchCourier0001"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+class Courier(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    r_command = ""  # not `command`: BaseHTTPRequestHandler sets that to the HTTP method
+    log_path = ""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        """Quiet: nothing on stderr (the route's stderr is the harness's)."""
+
+    def note(self, text: str) -> None:
+        """Append one line to the log, never past LOG_CAP bytes."""
+        try:
+            size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+            data = (text.replace("\n", "\\n")[:4096] + "\n").encode("utf-8", "replace")
+            if size + len(data) <= LOG_CAP:
+                with open(self.log_path, "ab") as fh:
+                    fh.write(data)
+        except OSError:
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.note(f"GET {self.path}")
+        self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.send_json(200, {})
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        self.note(f"POST {self.path} {raw[:2048].decode('utf-8', 'replace')}")
+        if self.path.split("?", 1)[0].endswith("/chat/completions"):
+            self.chat(raw)
+            return
+        if not self.path.split("?", 1)[0].endswith("/v1/messages"):
+            self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        model = body.get("model") if isinstance(body.get("model"), str) else "claude-courier"
+        tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        results = [b for m in body.get("messages") or [] if isinstance(m, dict)
+                   for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+        answered = bool(results)
+        for b in results:  # R's output as the harness reported it to the model
+            self.note(f"tool_result {json.dumps(b.get('content'))}")
+        if "Bash" in tools and not answered:
+            block: dict[str, Any] = {"type": "tool_use", "id": TOOL_ID, "name": "Bash", "input": {"command": self.r_command}}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": "Done."}
+            stop = "end_turn"
+        self.note(f"answer {stop}")
+        if body.get("stream"):
+            self.send_stream(model, block, stop)
+        else:
+            self.send_json(200, message(model, [block], stop))
+
+    def chat(self, raw: bytes) -> None:
+        """One Chat Completions answer: R as the ``bash`` tool call first, then the submit command."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        model = body.get("model") if isinstance(body.get("model"), str) else "courier"
+        results = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"]
+        answered = bool(results)
+        for m in results:
+            self.note(f"tool_result {json.dumps(m.get('content'))}")
+        command = SUBMIT if answered else self.r_command
+        self.note(f"answer bash {'submit' if answered else 'R'}")
+        call = {"id": "call_qb_1" if not answered else "call_qb_2", "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+        self.send_json(200, {"id": "chatcmpl-qb", "object": "chat.completion", "created": 0, "model": model,
+                             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                                 "role": "assistant", "content": "Running the command.", "tool_calls": [call]}}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    def send_json(self, status: int, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_stream(self, model: str, block: dict[str, Any], stop: str) -> None:
+        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": message(model, [], None)})]
+        if block["type"] == "tool_use":
+            events += [("content_block_start", {"type": "content_block_start", "index": 0,
+                                                "content_block": {**block, "input": {}}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                           "type": "input_json_delta", "partial_json": json.dumps(block["input"])}})]
+        else:
+            events += [("content_block_start", {"type": "content_block_start", "index": 0,
+                                                "content_block": {"type": "text", "text": ""}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": block["text"]}})]
+        events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                   ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                      "usage": {"output_tokens": 1}}),
+                   ("message_stop", {"type": "message_stop"})]
+        data = b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:
+    return {"id": "msg_01QuoteBenchCourier", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0}}
+
+
+def main(argv: list[str]) -> int:
+    command_file, log_file, port_file = argv
+    with open(command_file, "rb") as fh:
+        Courier.r_command = fh.read().decode("utf-8")
+    Courier.log_path = log_file
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Courier)
+    server.daemon_threads = True
+    with open(port_file + ".new", "w") as fh:
+        fh.write(str(server.server_address[1]))
+    os.rename(port_file + ".new", port_file)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""A PyPI distribution in a per-user virtual environment, installed on first use: how a route gets a real
+Python harness (mini-swe-agent), as :mod:`transports.paths.npm_cache` gets an npm one.
+
+Why a venv of the system's python3
+    The harness runs inside the sandbox, which sees only the system directories: the venv is made with the
+    system ``python3`` (:func:`transports.needs.find_program`), so its ``bin/python`` (a link to that
+    interpreter) works once the venv is bound read-only into the sandbox. The route runs ``bin/python -m
+    MODULE``, never the venv's console scripts, whose ``#!`` lines name the host path.
+
+Where, when, how
+    ``$XDG_CACHE_HOME/quotebench/venv/<dist>@<version>`` (``~/.cache/...``), by the host, once, outside any
+    sandbox, with the user's own pip configuration (index, proxy, certificates), under an exclusive
+    ``flock``, into a staging directory renamed into place only when the pinned version is installed (a
+    venv run by ``bin/python -m`` does not depend on its own path). ``pins`` fixes more distributions
+    (mini-swe-agent's litellm), so every machine gets the measured set.
+
+Failure
+    :class:`MissingComponent`, one line (pip's last line of error), remembered for the process like npm's;
+    ``quotebench components install`` retries.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .. import needs
+from ..needs import MissingComponent, Status
+from ..sandbox import SYSTEM_PATH
+
+INSTALL_TIMEOUT_S = 900
+
+_failed: dict[Path, str] = {}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "quotebench" / "venv"
+
+
+def prefix_of(dist: str, version: str) -> Path:
+    return cache_root() / f"{dist}@{version}"
+
+
+def installed_version(prefix: Path, dist: str) -> str | None:
+    """The version of ``dist`` in the venv at ``prefix``, from its ``*.dist-info`` directory name."""
+    norm = dist.replace("-", "_").lower()
+    for info in prefix.glob("lib/python3*/site-packages/*.dist-info"):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        if name.replace("-", "_").lower() == norm and (info / "METADATA").is_file():
+            return version
+    return None
+
+
+def status(dist: str, version: str) -> Status:
+    prefix = prefix_of(dist, version)
+    if installed_version(prefix, dist) == version:
+        return Status(True, f"{version} in {prefix}")
+    if prefix in _failed:
+        return Status(False, _failed[prefix])
+    return Status(False, f"not installed in {prefix} (quotebench components install {dist})")
+
+
+def venv_dir(dist: str, version: str, pins: tuple[str, ...] = (), *, retry: bool = False,
+             timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """The venv holding ``dist`` at exactly ``version`` (and ``pins``); installed on first use."""
+    prefix = prefix_of(dist, version)
+    if installed_version(prefix, dist) == version:
+        return prefix
+    if not retry and prefix in _failed:
+        raise MissingComponent(_failed[prefix])
+    python = needs.find_program("python3")
+    try:
+        if python is None:
+            raise MissingComponent(f"python3 is not installed, so {dist}=={version} cannot be installed "
+                                   "(Debian package: python3)")
+        try:
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(prefix.parent / ".lock", "w")
+        except OSError as e:
+            raise MissingComponent(f"cannot create the venv cache {prefix.parent}: {e.strerror or e}") from None
+    except MissingComponent as e:
+        raise _remember(prefix, dist, str(e), retry) from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed_version(prefix, dist) == version:
+            return prefix
+        try:
+            _install(python, prefix, dist, version, pins, timeout_s)
+        except MissingComponent as e:
+            raise _remember(prefix, dist, str(e), retry) from None
+        _failed.pop(prefix, None)
+        return prefix
+
+
+def _remember(prefix: Path, dist: str, why: str, retry: bool) -> MissingComponent:
+    if not retry:
+        why += f"; not retried in this process (quotebench components install {dist} retries)"
+    _failed[prefix] = why
+    return MissingComponent(why)
+
+
+def _install(python: str, prefix: Path, dist: str, version: str, pins: tuple[str, ...], timeout_s: float) -> None:
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}-", dir=prefix.parent))
+    except OSError as e:
+        raise MissingComponent(f"cannot write to the venv cache {prefix.parent}: {e.strerror or e}") from None
+    env = dict(os.environ)
+    env["PATH"] = SYSTEM_PATH + (":" + env["PATH"] if env.get("PATH") else "")
+    env.pop("PYTHONPATH", None)
+    steps = ([python, "-m", "venv", str(staging)],
+             [str(staging / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+              "-q", f"{dist}=={version}", *pins])
+    try:
+        for argv in steps:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                                  env=env)
+            if done.returncode != 0:
+                said = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+                why = next((ln for ln in reversed(said) if ln.startswith("ERROR")), said[-1] if said else "(no output)")
+                raise MissingComponent(f"pip install {dist}=={version} failed (exit {done.returncode}): {why[:300]}")
+        if installed_version(staging, dist) != version:
+            raise MissingComponent(f"pip install {dist}=={version} did not install that version")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise MissingComponent(f"pip install {dist}=={version} failed: {e}") from None
+    except MissingComponent:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(prefix, ignore_errors=True)
+    os.rename(staging, prefix)
+    prefix.chmod(0o755)
