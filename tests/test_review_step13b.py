@@ -80,15 +80,13 @@ SELF_FORGE = ('echo hello world > out.txt; : $(for f in /proc/[0-9]*/cmdline; do
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: shellcopy.ShellCopy.forked copies the first fork after any "
-                   "terminal read, and readline's shell-expand-line (ESC C-e) forks a command substitution of "
-                   "the line itself before PS0: one line writes its own entry; tmux._judge then takes the "
-                   "SIGKILLed shell's forged P for $?")
 def test_one_line_cannot_write_its_own_entry_through_readline_s_shell_expand_line() -> None:
     record = run("tmux", SELF_FORGE)
     assert record.received == SELF_FORGE        # (holds) every byte of R was read by the shell
-    assert not record.verdict.passed             # (holds) "echo hello world > out.txt" never ran
-    assert record.damaged                        # BROKEN: damaged False, no note, exit_code 0
+    # FIXED: ESC C-e does nothing (INPUTRC), so the line runs after its own entry; the $(...) then runs as
+    # part of the command (not copied), and what bash ran differs from what it read (ESC C-e is not in it)
+    assert record.damaged
+    assert record.exit_code is None              # the shell SIGKILLed itself: its forged "P 0" is no status
 
 
 # The same line without any fork: shell-expand-line's arithmetic expansion assigns in the shell itself, so
@@ -100,9 +98,6 @@ SELF_SILENCE = (": $((PS0=0))$((PROMPT_COMMAND=0)); 'for f in /proc/[0-9]*/cmdli
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: readline runs expansions of the line before PS0 (shell-expand-line "
-                   "assigns PS0/PROMPT_COMMAND in the shell): a line's entry is not in the host's hands before the "
-                   "line acts; tmux.py's DRIVER leaves readline's default bindings (ESC C-e) on")
 def test_one_line_cannot_remove_its_own_hooks_before_its_entry() -> None:
     record = run("tmux", SELF_SILENCE)
     assert record.received == SELF_SILENCE   # (holds) every byte read; bash ran the expanded line instead
@@ -119,9 +114,6 @@ INPUTRC = '"\\C-m": "' + _PLANT.replace("\\", "\\\\").replace('"', '\\"') + '\\e
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: tmux.py's DRIVER starts the pane's bash with HOME writable by "
-                   "earlier runs and INPUTRC unset: a planted ~/.inputrc rebinds Enter; a later honest command "
-                   "runs appended code, recorded received == R and undamaged (the fix, tmux-safe, too)")
 @pytest.mark.parametrize("transport", ["tmux", "tmux-safe"])
 def test_an_inputrc_planted_by_an_earlier_run_cannot_change_a_later_command_unseen(transport: str) -> None:
     async def go():
@@ -130,8 +122,8 @@ def test_an_inputrc_planted_by_an_earlier_run_cannot_change_a_later_command_unse
             d = await get(transport).deliver("echo hello world > out.txt", box)
             return d, (box.workdir / "out.txt").exists()
     d, out = bounded(lambda: anyio.run(go), 60)
-    assert d.received == "echo hello world > out.txt" and not out  # (holds) typed intact, yet no out.txt
-    assert d.split                                                   # BROKEN: not split, no note
+    assert d.received == "echo hello world > out.txt"  # (holds) typed intact
+    assert out and not d.split  # FIXED: INPUTRC is the harness's file, so the planted ~/.inputrc is never read
 
 
 # Line 1 reads line 2 as data (the read builtin of the pane's shell: a builtin's write is the shell's, so
@@ -189,6 +181,27 @@ def test_a_self_killed_shell_s_forged_prompt_is_not_its_status() -> None:
     record = run("tmux", command)
     assert record.received == command
     assert record.exit_code != 0
+
+
+@pytest.mark.needs("tmux")
+def test_the_pane_s_readline_binds_no_key_that_expands_or_executes() -> None:
+    """FIXED (1-3): the pane's bash reads only the harness's read-only INPUTRC; no key of any keymap runs
+    one of UNSAFE_READLINE, and a planted ~/.inputrc / ~/.terminfo is not read (the prompt still works)."""
+    from transports.paths.tmux import UNSAFE_READLINE
+
+    command = ("for m in emacs emacs-standard emacs-meta emacs-ctlx vi vi-command vi-move vi-insert; do "
+               "bind -m $m -p; done > binds; echo $INPUTRC $TERMINFO > env; echo hello world > out.txt")
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=5)) as box:
+            await box.run(["sh", "-c", 'mkdir -p "$HOME/.terminfo/t" && printf x > "$HOME/.terminfo/t/tmux-256color"'
+                           ' && printf x > "$HOME/.terminfo/t/tmux" && printf x > "$HOME/.terminfo/s/screen"'])
+            d = await get("tmux").deliver(command, box)
+            return d, (box.workdir / "binds").read_text(), (box.workdir / "env").read_text()
+    d, binds, env = bounded(lambda: anyio.run(go), 60)
+    assert d.received == command and not d.split and d.execution.exit_code == 0
+    bound = {line.split(": ", 1)[1] for line in binds.splitlines() if line.startswith('"')}
+    assert "accept-line" in bound and not bound & set(UNSAFE_READLINE)
+    assert env.split()[0].startswith("/run/qb-files/inputrc-") and env.split()[1] == "/lib/terminfo"
 
 
 @pytest.mark.needs("tmux")

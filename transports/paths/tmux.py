@@ -101,14 +101,35 @@ from .route import Route
 MARGIN_S = 0.6          # kept from the sandbox's timeout for capturing the pane and stopping the server
 LOG_FD = 247            # the pane shell's descriptor for its hooks' log: clear of 3-9 and 200, which scripts use
 COLUMNS, ROWS, SCROLLBACK = 200, 50, 5000
+TERMINFO = "/lib/terminfo"  # Debian's compiled terminfo (tmux, tmux-256color, screen): ncurses looks there first
+
+# readline commands that expand the line or run code while it is edited, before bash's PS0 hook logs it:
+# each key bash 5.2 binds to one of them by default is bound to ``abort`` (a bell, the line unchanged).
+# (alias-expand-line, history-and-alias-expand-line, magic-space and vi-editing-mode have no default key;
+# with this file as INPUTRC readline reads no other init file, so none gets one.)
+UNSAFE_READLINE = ("shell-expand-line", "history-expand-line", "history-and-alias-expand-line", "alias-expand-line",
+                   "edit-and-execute-command", "vi-edit-and-execute-command", "glob-expand-word",
+                   "glob-list-expansions", "glob-complete-word", "magic-space", "display-shell-version",
+                   "tilde-expand", "vi-tilde-expand", "spell-correct-word", "vi-editing-mode")
+_UNBOUND = {"emacs": ('"\\e\\C-e"', '"\\e^"', '"\\C-x\\C-e"', '"\\C-x*"', '"\\C-xg"', '"\\eg"',
+                      '"\\C-x\\C-v"', '"\\e&"', '"\\C-xs"'),
+            "vi-command": ('"v"', '"&"'), "vi-insert": ()}
+INPUTRC = "".join(f"set keymap {keymap}\n" + "".join(f"{key}: abort\n" for key in keys)
+                  for keymap, keys in _UNBOUND.items()) + "set keymap emacs\n"
+"""The pane's readline init file (``INPUTRC``), written by the host read-only: the keys of
+:data:`UNSAFE_READLINE` do nothing."""
 
 DRIVER = r"""
-mode=$1 d=$2 budget_us=$3 text=$4
+mode=$1 d=$2 budget_us=$3 text=$4 inputrc=$5
 S=$d/sock E=$d/log  # the hooks' log: the host copies its writes as they happen; the driver only paces on it
 t() { tmux -S "$S" "$@"; }
 start=${EPOCHREALTIME/./}
 left() { local r=$(( start + budget_us - ${EPOCHREALTIME/./} )); (( r < 50000 )) && r=50000; printf '%d.%06d' $((r / 1000000)) $((r % 1000000)); }
 export HISTFILE=/dev/null
+# readline's init file is the harness's read-only INPUTRC (no ~/.inputrc, no /etc/inputrc): no key runs an
+# expansion or a command while a line is edited; terminfo from the system only (never a planted ~/.terminfo)
+export INPUTRC=$inputrc TERMINFO={terminfo}
+unset TERMINFO_DIRS TERMCAP
 # the hooks travel under other names (a non-interactive bash, the pane's wrapper, unsets PS1 and PS2) and are
 # set by the first PROMPT_COMMAND, before any key is typed; the wrapper is bash for a descriptor above 9 (and
 # not tmux's pane-died hook, which now and then never fires, tells the driver when the pane's shell is gone)
@@ -144,7 +165,7 @@ fi
 t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
 t kill-server 2>/dev/null
 echo "$state" >"$d/status"
-""".replace("{fd}", str(LOG_FD)).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
+""".replace("{fd}", str(LOG_FD)).replace("{terminfo}", TERMINFO).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
     .replace("{rows}", str(ROWS))
 """Arguments: mode (``keys``: R as one argument then ``Enter``; ``safe``: ``-l LINE`` then ``Enter``), the
 run's directory as the sandbox names it, the time budget in microseconds, and the text."""
@@ -280,8 +301,9 @@ class Tmux(Route):
         else:
             mode, text = "keys", command
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
+        inputrc = sandbox.write_file("inputrc", INPUTRC.encode())  # read-only to the command, earlier runs too
         try:
-            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text],
+            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text, inputrc],
                                    input_of=pane_shell(), log_fd=LOG_FD)
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
