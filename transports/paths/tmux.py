@@ -81,6 +81,7 @@ The fix, ``tmux-safe``
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import shutil
@@ -201,8 +202,24 @@ class Record:
         return "\n".join(self.lines + (["\n".join(self.pending)] if self.pending else []))
 
 
-def parse_log(data: bytes) -> Record:
+def _writers(writers: list[tuple[int, bool]], start: int, end: int) -> set[bool]:
+    """Who wrote the bytes ``data[start:end]`` of the log (True: the hook fork, False: the shell itself)."""
+    offsets = [o for o, _ in writers]
+    i = max(bisect.bisect_right(offsets, start) - 1, 0)
+    found = set()
+    while i < len(writers) and writers[i][0] < end:  # write i holds [its offset, the next one's)
+        if i + 1 >= len(writers) or writers[i + 1][0] > start:
+            found.add(writers[i][1])
+        i += 1
+    return found
+
+
+def parse_log(data: bytes, writers: list[tuple[int, bool]] | None = None) -> Record:
     """Parse the hooks' log (``P status``, ``W``, ``C nbytes`` + entry), as the tracer copied it.
+
+    ``writers`` (``Trace.shell_log_writers``): who wrote each part. The hooks write ``P`` from the shell
+    itself and ``C``/``W`` from its hook fork; an entry any part of which came from the other writer was
+    written by the command (a builtin's ``printf >&N``), and the parse stops there with ``damage`` set.
 
     The hooks write a prompt (``P``) first, then per command read ``W`` for each continuation line and
     one ``C`` before it runs. Anything else (malformed data, a ``C`` or ``W`` before the first prompt, a
@@ -219,7 +236,7 @@ def parse_log(data: bytes) -> Record:
             rec.damage = "ends inside an entry"
             break
         head = data[pos:end].split(b" ")
-        pos = end + 1
+        start, pos = pos, end + 1
         kind = head[0]
         try:
             arg = int(head[1]) if len(head) == 2 else None
@@ -230,6 +247,12 @@ def parse_log(data: bytes) -> Record:
             rec.damage = "an entry before the first prompt"
             break
         whole = arg is not None and 0 <= arg < len(data) - pos and data[pos + arg:pos + arg + 1] == b"\n"
+        if writers is not None and kind in (b"C", b"W", b"P"):
+            stop = pos + arg + 1 if kind == b"C" and whole else pos
+            if _writers(writers, start, stop) != {kind != b"P"}:
+                rec.damage = (f"a {kind.decode()} entry written by the shell itself, not its hook's fork"
+                              if kind != b"P" else "a P entry written by a fork, not the shell itself")
+                break
         if kind == b"C" and whole:
             if not answered:
                 rec.damage = "two commands with no prompt between"
@@ -308,7 +331,8 @@ class Tmux(Route):
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
         state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
-        rec = parse_log(ex.trace.shell_log if ex.trace is not None else b"")
+        rec = (parse_log(ex.trace.shell_log, ex.trace.shell_log_writers) if ex.trace is not None
+               else parse_log(b""))
         tmux_said = (_read(sandbox, f"{rel}/tmux-err", sandbox.limits.output_cap) or b"").decode("utf-8", "replace")
         pane = _read(sandbox, f"{rel}/pane", sandbox.limits.output_cap + 1) or b""
         return self._judge(command, text, ex, state, rec, tmux_said, pane, sandbox.limits.output_cap)
