@@ -65,8 +65,10 @@ The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
     and stderr merged); ``stderr`` is what tmux said to the harness. ``exit_code`` is ``$?``
     at the last prompt, or the interactive shell's status if it exited by itself (the kernel's
-    wait status of its pid; a shell killed by a signal was killed at the end); ``None`` when the
-    time ran out, bash was left waiting at PS2, or the last command never came back to a prompt.
+    wait status of its pid); ``None`` when the time ran out, bash was left waiting at PS2, the last
+    command never came back to a prompt, or the shell was killed by a signal before the harness
+    ended the run (the trace orders the shell's death against the driver's ``exec tmux
+    kill-server``): a ``P`` entry it wrote itself before ``kill -9 $$`` is no status.
 
 The fix, ``tmux-safe``
     The host writes R to a file in ``meta/`` (not through the pane) and the harness types only
@@ -164,8 +166,10 @@ else
   done
 fi
 t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
-t kill-server 2>/dev/null
 echo "$state" >"$d/status"
+# the harness ends the run here: an exec in the driver's own pid, which the trace always records, so a pane shell
+# killed by a signal before this point was not killed by the harness (tmux.Tmux._judge)
+exec tmux -S "$S" kill-server 2>/dev/null
 """.replace("{fd}", str(LOG_FD)).replace("{terminfo}", TERMINFO).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
     .replace("{rows}", str(ROWS))
 """Arguments: mode (``keys``: R as one argument then ``Enter``; ``safe``: ``-l LINE`` then ``Enter``), the
@@ -362,6 +366,8 @@ class Tmux(Route):
         # a shell killed by a signal was, as a rule, killed at the end (kill-server's SIGHUP, the timeout's
         # SIGKILL): only a shell that exited by itself has a status of its own
         exited = os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None
+        killed_early = (status is not None and os.WIFSIGNALED(status) and trace is not None
+                        and not _ended_after(trace))
         if trace is None or trace.reader is None:
             notes.append("the pane's shell never started")
         elif not trace.input_complete:
@@ -376,6 +382,10 @@ class Tmux(Route):
         at_ps2 = rec.at_continuation and not rec.pending
         if timed_out:
             run.exit_code = None
+        elif killed_early:
+            run.exit_code = None  # it died before the harness ended the run: its last P entry is no status
+            notes.append(f"the pane's shell was killed by signal {os.WTERMSIG(status)} before the harness ended "
+                         "the run (the driver's kill-server): its status is unknown")
         elif exited is not None and not (at_ps2 and state == "idle"):
             # (left idle at PS2, the shell is ended by the harness: as the pty closes it may read EOF and exit
             # 2 "by itself" before the SIGHUP lands, a race that is teardown's, not the command's)
@@ -415,6 +425,16 @@ class Tmux(Route):
         if rec.commands > typed_lines:
             why.append(f"bash's log holds {rec.commands} commands for {typed_lines} typed lines")
         return why
+
+
+def _ended_after(trace: Trace) -> bool:
+    """Whether the pane's shell ended after the driver's ``exec tmux ... kill-server`` (the harness ending the
+    run), by the trace's order of events; False when that exec is not in the trace."""
+    if not trace.execs or trace.reader_exit_seq is None:
+        return False
+    driver = trace.execs[0].pid
+    end = next((e.seq for e in trace.execs if e.pid == driver and e.argv[-1:] == (b"kill-server",)), None)
+    return end is not None and trace.reader_exit_seq >= end
 
 
 def delivered(ex: Execution) -> str | None:

@@ -48,6 +48,7 @@ class Trace:
     # (the first fork after a terminal read), False when by the shell itself), in order
     shell_log_writers: list[tuple[int, bool]] = field(default_factory=list)
     reader_status: int | None = None  # its wait status, if it ended during the run
+    reader_exit_seq: int | None = None  # when it ended: the ``seq`` of the last fork or exec event before its exit
 
 
 def identity(path: str) -> Identity | None:
