@@ -13,6 +13,12 @@ that moves the log's descriptor and writes the next line's entry (no hook variab
 documented residual), a line that sets PS0; BROKEN (low), the exit status of a shell that wrote its own
 prompt entry and SIGKILLed itself; BROKEN, a thread's execve leaves its former tid in the tracer's kill
 list, and the end of the run SIGKILLs the host process that reuses that number. The rest held.
+
+Fixed since (branch tmuxfix): readline's expanding and executing keys do nothing (a harness-owned,
+read-only INPUTRC, which also keeps ~/.inputrc unread); each copied log write is attributed to its writer
+(P from the shell, C/W from its hook fork), so a builtin's entry is damage; a shell that SIGKILLed itself
+before the driver's kill-server has an unknown status. Still BROKEN: the documented residual (a line sets
+PS0), and a line read as data whose entry a subshell (the first fork after that read) writes.
 """
 
 from __future__ import annotations

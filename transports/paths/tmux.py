@@ -14,7 +14,16 @@ The route
       is taken as options. A command line longer than a tmux message (about 16 KiB) is refused
       (``command too long``).
     * readline, in the interactive bash: a tab asks for completion, control characters edit
-      the line.
+      the line. What differs from a default bash: readline reads only the harness's init file
+      (``INPUTRC``, written by the host, read-only to the command; no ``~/.inputrc``, no
+      ``/etc/inputrc``), in which every key bash 5.2 binds by default to a readline command that
+      expands the line or runs code (:data:`UNSAFE_READLINE`: ``ESC C-e`` shell-expand-line, ``ESC
+      ^`` history-expand-line, ``C-x C-e`` edit-and-execute-command, ``C-x *``, ``C-x g``, ``ESC g``
+      glob expansion, ``ESC &`` tilde-expand, ``C-x s``, ``C-x C-v``; ``v`` and ``&`` in vi's command
+      keymap) is bound to ``abort``: those keys do nothing (a bell) and are not inserted. Such a
+      command would run ``$(...)`` or assign ``$((PS0=0))`` while the line is edited, before the
+      line's own ``PS0`` entry. ``TERMINFO`` is the system's ``/lib/terminfo``, so a planted
+      ``~/.terminfo`` is not read either.
     * the interactive bash: history expansion of ``!`` is on; a multi-line R arrives line by
       line through the continuation prompt (PS2); a line that reads standard input reads the
       lines typed after it (the terminal is its stdin, not ``/dev/null``).
@@ -53,13 +62,19 @@ The component, all real, inside the sandbox
     lines, or a log past the trace's budget is damage. The file itself is never read back, so
     replacing, truncating or closing it hides nothing: a missing entry makes the log differ. The
     descriptor is inherited by the command's programs (bash cannot mark it close-on-exec); only
-    bash's own writes are copied, so theirs change nothing.
+    bash's own writes are copied, so theirs change nothing. Each copied write is attributed to its
+    writer: ``P`` must come from the shell itself, ``C`` and ``W`` from its hook fork (the first fork
+    after a terminal read); an entry from the other one is damage, so a builtin's ``printf >&LOG_FD``
+    (after ``read`` took the next line as data, or through a moved descriptor) cannot write an entry.
 
     When the log differs from what was read (history expansion of ``!``, readline completing a
     tab away, a backslash-newline joined, a line read as data, a command left incomplete at PS2),
     the delivery is ``split`` (damaged) and the note quotes it. What a line does to the hooks
-    (``PS0=``, ``unset PROMPT_COMMAND``) changes what the log says of the lines after it, never of
-    itself or the lines before (docs/sandbox.md, residual risks). It never changes ``received``.
+    (``PS0=``, ``unset PROMPT_COMMAND``, ``bind``, ``complete -F``, ``set -o vi``) changes what the log
+    says of the lines after it, never of itself or the lines before (docs/sandbox.md, residual risks),
+    and never ``received``. One more residual: a line that reads the next line as data (``read``, ``read
+    -e`` is readline itself) and then forks a subshell makes the same system calls as readline and the
+    ``PS0`` hook, so that subshell can write the next line's entry (tests/test_review_step13b.py).
 
 The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
