@@ -80,7 +80,6 @@ class ShellCopy:
         self.log_file: Identity | None = None  # the open file the hooks write their record to
         self.forks: set[int] = set()       # the shell's forks that run a hook (PS0, PS2), until they exec
         self._armed = False                # the shell read from its terminal since its last fork
-        self._seq = 0                      # the tracer's seq: one per fork event (forked) and exec (execed)
         self._entries: dict[int, tuple[int, int, int, int]] = {}  # pid -> (nr, fd, buffer, count) at syscall entry
         self._input = bytearray()
         self._log = bytearray()
@@ -109,7 +108,6 @@ class ShellCopy:
     def forked(self, parent: int, child: int, seen: bool) -> None:
         """A fork event (``seen``: the child stopped before it, and :meth:`early` decided): the shell's first
         fork since it read from its terminal is where it expands PS0 or PS2, so that one is copied."""
-        self._seq += 1
         if parent == self.reader:
             if self._armed and not seen:
                 self.forks.add(child)
@@ -131,7 +129,6 @@ class ShellCopy:
 
     def execed(self, pid: int) -> None:
         """Another program in ``pid``: not bash any more, so none of its writes is a hook's."""
-        self._seq += 1
         self.forks.discard(pid)
         self._entries.pop(pid, None)
         if pid == self.reader:
@@ -141,7 +138,10 @@ class ShellCopy:
         self.forks.discard(pid)
         self._entries.pop(pid, None)
         if pid == self.shell and self.trace.reader_status is None:
-            self.trace.reader_status, self.trace.reader_exit_seq = status, self._seq
+            # when, in the trace's order: the latest fork or exec recorded so far (forks are never dropped)
+            last = max((seq for _, seq in self.trace.forks.values()), default=0)
+            self.trace.reader_exit_seq = max(last, self.trace.execs[-1].seq if self.trace.execs else 0)
+            self.trace.reader_status = status
 
     # -- the system calls ---------------------------------------------------------------
 
