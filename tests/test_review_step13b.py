@@ -11,9 +11,15 @@ the same sandbox, which makes Enter append code to a later honest command, recor
 BROKEN, a line that reads the next typed line as data and writes that line's entry itself; BROKEN, a line
 that moves the log's descriptor and writes the next line's entry (no hook variable touched); BROKEN (the
 documented residual), a line that sets PS0; BROKEN (low), the exit status of a shell that wrote its own
-prompt entry and SIGKILLed itself; BROKEN, then fixed (exectrace drops the former tid at the exec event),
-a thread's execve left its former tid in the tracer's kill list, and the end of the run SIGKILLed the host
-process that reused that number. The rest held.
+prompt entry and SIGKILLed itself; BROKEN, a thread's execve left its former tid in the tracer's kill
+list, and the end of the run SIGKILLed the host process that reused that number. The rest held.
+
+Fixed since: readline's expanding and executing keys do nothing (a harness-owned, read-only INPUTRC,
+which also keeps ~/.inputrc unread); each copied log write is attributed to its writer (P from the shell,
+C/W from its hook fork), so a builtin's entry is damage; a shell that SIGKILLed itself before the driver's
+kill-server has an unknown status; exectrace drops a thread's former tid at its exec event. Still BROKEN:
+the documented residual (a line sets PS0), and a line read as data whose entry a subshell (the first fork
+after that read) writes.
 """
 
 from __future__ import annotations
@@ -81,15 +87,13 @@ SELF_FORGE = ('echo hello world > out.txt; : $(for f in /proc/[0-9]*/cmdline; do
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: shellcopy.ShellCopy.forked copies the first fork after any "
-                   "terminal read, and readline's shell-expand-line (ESC C-e) forks a command substitution of "
-                   "the line itself before PS0: one line writes its own entry; tmux._judge then takes the "
-                   "SIGKILLed shell's forged P for $?")
 def test_one_line_cannot_write_its_own_entry_through_readline_s_shell_expand_line() -> None:
     record = run("tmux", SELF_FORGE)
     assert record.received == SELF_FORGE        # (holds) every byte of R was read by the shell
-    assert not record.verdict.passed             # (holds) "echo hello world > out.txt" never ran
-    assert record.damaged                        # BROKEN: damaged False, no note, exit_code 0
+    # FIXED: ESC C-e does nothing (INPUTRC), so the line runs after its own entry; the $(...) then runs as
+    # part of the command (not copied), and what bash ran differs from what it read (ESC C-e is not in it)
+    assert record.damaged
+    assert record.exit_code is None              # the shell SIGKILLed itself: its forged "P 0" is no status
 
 
 # The same line without any fork: shell-expand-line's arithmetic expansion assigns in the shell itself, so
@@ -101,9 +105,6 @@ SELF_SILENCE = (": $((PS0=0))$((PROMPT_COMMAND=0)); 'for f in /proc/[0-9]*/cmdli
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: readline runs expansions of the line before PS0 (shell-expand-line "
-                   "assigns PS0/PROMPT_COMMAND in the shell): a line's entry is not in the host's hands before the "
-                   "line acts; tmux.py's DRIVER leaves readline's default bindings (ESC C-e) on")
 def test_one_line_cannot_remove_its_own_hooks_before_its_entry() -> None:
     record = run("tmux", SELF_SILENCE)
     assert record.received == SELF_SILENCE   # (holds) every byte read; bash ran the expanded line instead
@@ -120,9 +121,6 @@ INPUTRC = '"\\C-m": "' + _PLANT.replace("\\", "\\\\").replace('"', '\\"') + '\\e
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: tmux.py's DRIVER starts the pane's bash with HOME writable by "
-                   "earlier runs and INPUTRC unset: a planted ~/.inputrc rebinds Enter; a later honest command "
-                   "runs appended code, recorded received == R and undamaged (the fix, tmux-safe, too)")
 @pytest.mark.parametrize("transport", ["tmux", "tmux-safe"])
 def test_an_inputrc_planted_by_an_earlier_run_cannot_change_a_later_command_unseen(transport: str) -> None:
     async def go():
@@ -131,8 +129,8 @@ def test_an_inputrc_planted_by_an_earlier_run_cannot_change_a_later_command_unse
             d = await get(transport).deliver("echo hello world > out.txt", box)
             return d, (box.workdir / "out.txt").exists()
     d, out = bounded(lambda: anyio.run(go), 60)
-    assert d.received == "echo hello world > out.txt" and not out  # (holds) typed intact, yet no out.txt
-    assert d.split                                                   # BROKEN: not split, no note
+    assert d.received == "echo hello world > out.txt"  # (holds) typed intact
+    assert out and not d.split  # FIXED: INPUTRC is the harness's file, so the planted ~/.inputrc is never read
 
 
 # Line 1 reads line 2 as data (the read builtin of the pane's shell: a builtin's write is the shell's, so
@@ -142,9 +140,6 @@ READ_AS_DATA = ("read -rd $'\\r' x; h=\"    2  $x\"; printf 'P 0\\nC %d\\n%s\\n'
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: a line read as data (the docstring of tmux.py calls it damage) "
-                   "is hidden by a builtin writing the missing entry; shellcopy.py's 'Why nothing here can hide "
-                   "damage' assumes a builtin's entry is always one too many")
 def test_a_line_read_as_data_cannot_be_recorded_as_run() -> None:
     record = run("tmux", READ_AS_DATA)
     assert record.received == READ_AS_DATA and not record.verdict.passed  # line 2 never ran
@@ -159,9 +154,6 @@ MOVED_FD = (f"exec 3>&{LOG_FD} {LOG_FD}>&-; h=\"    2  " + (DAMAGED_LINE + "; ec
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN: moving the descriptor (exec 3>&247 247>&-) silences the hooks "
-                   "and lets builtins write later lines' entries; test_tmux_log's closing test covers only the "
-                   "close, which leaves entries missing")
 def test_moving_the_log_descriptor_cannot_hide_a_later_expanded_line() -> None:
     record = run("tmux", MOVED_FD)
     assert record.received == MOVED_FD and not record.verdict.passed  # bash expanded line 2: out.txt empty
@@ -182,14 +174,32 @@ def test_an_earlier_line_s_ps0_cannot_hide_a_later_expanded_line() -> None:
 
 
 @pytest.mark.needs("tmux")
-@pytest.mark.xfail(strict=True, reason="BROKEN (low: the command could choose its status anyway): the shell "
-                   "writes its own 'P 0' and SIGKILLs itself; tmux._judge reads a signalled shell as killed at "
-                   "the end and reports the forged $? instead of an unknown status")
 def test_a_self_killed_shell_s_forged_prompt_is_not_its_status() -> None:
     command = f'echo "P 0" >&{LOG_FD}; false; kill -9 $$'
     record = run("tmux", command)
     assert record.received == command
-    assert record.exit_code != 0
+    assert record.exit_code is None and "before the harness ended the run" in (record.received_note or "")
+
+
+@pytest.mark.needs("tmux")
+def test_the_pane_s_readline_binds_no_key_that_expands_or_executes() -> None:
+    """FIXED (1-3): the pane's bash reads only the harness's read-only INPUTRC; no key of any keymap runs
+    one of UNSAFE_READLINE, and a planted ~/.inputrc / ~/.terminfo is not read (the prompt still works)."""
+    from transports.paths.tmux import UNSAFE_READLINE
+
+    command = ("for m in emacs emacs-standard emacs-meta emacs-ctlx vi vi-command vi-move vi-insert; do "
+               "bind -m $m -p; done > binds; echo $INPUTRC $TERMINFO > env; echo hello world > out.txt")
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=5)) as box:
+            await box.run(["sh", "-c", 'mkdir -p "$HOME/.terminfo/t" && printf x > "$HOME/.terminfo/t/tmux-256color"'
+                           ' && printf x > "$HOME/.terminfo/t/tmux" && printf x > "$HOME/.terminfo/s/screen"'])
+            d = await get("tmux").deliver(command, box)
+            return d, (box.workdir / "binds").read_text(), (box.workdir / "env").read_text()
+    d, binds, env = bounded(lambda: anyio.run(go), 60)
+    assert d.received == command and not d.split and d.execution.exit_code == 0
+    bound = {line.split(": ", 1)[1] for line in binds.splitlines() if line.startswith('"')}
+    assert "accept-line" in bound and not bound & set(UNSAFE_READLINE)
+    assert env.split()[0].startswith("/run/qb-files/inputrc-") and env.split()[1] == "/lib/terminfo"
 
 
 @pytest.mark.needs("tmux")
@@ -333,3 +343,34 @@ def test_a_thread_s_exec_leaves_no_stale_pid_for_the_end_of_run_kill() -> None:
         if victim is not None:
             victim.kill()
             victim.wait()
+
+
+# The same as READ_AS_DATA, with each entry from the writer the hooks use: the prompt by a builtin of the
+# shell before the read, line 2's entry from a subshell, which is the shell's first fork after that read,
+# the fork the tracer takes for a hook's (a line that reads the terminal arms it, as readline does).
+READ_AS_DATA_FORK = ("printf 'P 0\\n' >&" + str(LOG_FD) + "; read -rd $'\\r' x; (h=\"    2  $x\"; "
+                     "printf 'C %d\\n%s\\n' ${#h} \"$h\" >&" + str(LOG_FD) + ")\necho hello world > out.txt")
+
+
+@pytest.mark.needs("tmux")
+@pytest.mark.xfail(strict=True, reason="BROKEN (documented residual, docs/sandbox.md): the hook fork is the "
+                   "shell's first fork after a terminal read; a read builtin (read -e is readline itself) "
+                   "followed by a subshell makes the same system calls as readline followed by PS0")
+def test_a_line_read_as_data_cannot_be_recorded_as_run_from_a_subshell() -> None:
+    record = run("tmux", READ_AS_DATA_FORK)
+    assert record.received == READ_AS_DATA_FORK and not record.verdict.passed
+    assert record.damaged
+
+
+def test_each_entry_must_come_from_the_writer_the_hooks_use() -> None:
+    """P from the shell itself, C and W from its hook fork; anything else stops the parse as damage."""
+    from transports.paths.tmux import parse_log
+
+    log = b"P 0\nW\nC 3\nabc\nP 1\n"
+    honest = [(0, False), (4, True), (6, True), (10, True), (14, False)]
+    assert parse_log(log, honest).damage is None and parse_log(log, honest).lines == ["abc"]
+    assert "C entry written by the shell" in parse_log(log, [(0, False), (4, True), (6, False), (14, False)]).damage
+    assert "C entry written by the shell" in parse_log(log, [(0, False), (4, True), (6, True), (10, False)]).damage
+    assert "W entry written by the shell" in parse_log(log, [(0, False), (6, True), (14, False)]).damage
+    assert "P entry written by a fork" in parse_log(log, [(0, False), (4, True), (6, True), (10, True)]).damage
+    assert "P entry written by a fork" in parse_log(log, [(0, True), (4, True)]).damage

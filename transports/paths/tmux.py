@@ -14,7 +14,16 @@ The route
       is taken as options. A command line longer than a tmux message (about 16 KiB) is refused
       (``command too long``).
     * readline, in the interactive bash: a tab asks for completion, control characters edit
-      the line.
+      the line. What differs from a default bash: readline reads only the harness's init file
+      (``INPUTRC``, written by the host, read-only to the command; no ``~/.inputrc``, no
+      ``/etc/inputrc``), in which every key bash 5.2 binds by default to a readline command that
+      expands the line or runs code (:data:`UNSAFE_READLINE`: ``ESC C-e`` shell-expand-line, ``ESC
+      ^`` history-expand-line, ``C-x C-e`` edit-and-execute-command, ``C-x *``, ``C-x g``, ``ESC g``
+      glob expansion, ``ESC &`` tilde-expand, ``C-x s``, ``C-x C-v``; ``v`` and ``&`` in vi's command
+      keymap) is bound to ``abort``: those keys do nothing (a bell) and are not inserted. Such a
+      command would run ``$(...)`` or assign ``$((PS0=0))`` while the line is edited, before the
+      line's own ``PS0`` entry. ``TERMINFO`` is the system's ``/lib/terminfo``, so a planted
+      ``~/.terminfo`` is not read either.
     * the interactive bash: history expansion of ``!`` is on; a multi-line R arrives line by
       line through the continuation prompt (PS2); a line that reads standard input reads the
       lines typed after it (the terminal is its stdin, not ``/dev/null``).
@@ -53,20 +62,28 @@ The component, all real, inside the sandbox
     lines, or a log past the trace's budget is damage. The file itself is never read back, so
     replacing, truncating or closing it hides nothing: a missing entry makes the log differ. The
     descriptor is inherited by the command's programs (bash cannot mark it close-on-exec); only
-    bash's own writes are copied, so theirs change nothing.
+    bash's own writes are copied, so theirs change nothing. Each copied write is attributed to its
+    writer: ``P`` must come from the shell itself, ``C`` and ``W`` from its hook fork (the first fork
+    after a terminal read); an entry from the other one is damage, so a builtin's ``printf >&LOG_FD``
+    (after ``read`` took the next line as data, or through a moved descriptor) cannot write an entry.
 
     When the log differs from what was read (history expansion of ``!``, readline completing a
     tab away, a backslash-newline joined, a line read as data, a command left incomplete at PS2),
     the delivery is ``split`` (damaged) and the note quotes it. What a line does to the hooks
-    (``PS0=``, ``unset PROMPT_COMMAND``) changes what the log says of the lines after it, never of
-    itself or the lines before (docs/sandbox.md, residual risks). It never changes ``received``.
+    (``PS0=``, ``unset PROMPT_COMMAND``, ``bind``, ``complete -F``, ``set -o vi``) changes what the log
+    says of the lines after it, never of itself or the lines before (docs/sandbox.md, residual risks),
+    and never ``received``. One more residual: a line that reads the next line as data (``read``, ``read
+    -e`` is readline itself) and then forks a subshell makes the same system calls as readline and the
+    ``PS0`` hook, so that subshell can write the next line's entry (tests/test_review_step13b.py).
 
 The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
     and stderr merged); ``stderr`` is what tmux said to the harness. ``exit_code`` is ``$?``
     at the last prompt, or the interactive shell's status if it exited by itself (the kernel's
-    wait status of its pid; a shell killed by a signal was killed at the end); ``None`` when the
-    time ran out, bash was left waiting at PS2, or the last command never came back to a prompt.
+    wait status of its pid); ``None`` when the time ran out, bash was left waiting at PS2, the last
+    command never came back to a prompt, or the shell was killed by a signal before the harness
+    ended the run (the trace orders the shell's death against the driver's ``exec tmux
+    kill-server``): a ``P`` entry it wrote itself before ``kill -9 $$`` is no status.
 
 The fix, ``tmux-safe``
     The host writes R to a file in ``meta/`` (not through the pane) and the harness types only
@@ -81,6 +98,7 @@ The fix, ``tmux-safe``
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import shutil
@@ -101,14 +119,35 @@ from .route import Route
 MARGIN_S = 0.6          # kept from the sandbox's timeout for capturing the pane and stopping the server
 LOG_FD = 247            # the pane shell's descriptor for its hooks' log: clear of 3-9 and 200, which scripts use
 COLUMNS, ROWS, SCROLLBACK = 200, 50, 5000
+TERMINFO = "/lib/terminfo"  # Debian's compiled terminfo (tmux, tmux-256color, screen): ncurses looks there first
+
+# readline commands that expand the line or run code while it is edited, before bash's PS0 hook logs it:
+# each key bash 5.2 binds to one of them by default is bound to ``abort`` (a bell, the line unchanged).
+# (alias-expand-line, history-and-alias-expand-line, magic-space and vi-editing-mode have no default key;
+# with this file as INPUTRC readline reads no other init file, so none gets one.)
+UNSAFE_READLINE = ("shell-expand-line", "history-expand-line", "history-and-alias-expand-line", "alias-expand-line",
+                   "edit-and-execute-command", "vi-edit-and-execute-command", "glob-expand-word",
+                   "glob-list-expansions", "glob-complete-word", "magic-space", "display-shell-version",
+                   "tilde-expand", "vi-tilde-expand", "spell-correct-word", "vi-editing-mode")
+_UNBOUND = {"emacs": ('"\\e\\C-e"', '"\\e^"', '"\\C-x\\C-e"', '"\\C-x*"', '"\\C-xg"', '"\\eg"',
+                      '"\\C-x\\C-v"', '"\\e&"', '"\\C-xs"'),
+            "vi-command": ('"v"', '"&"'), "vi-insert": ()}
+INPUTRC = "".join(f"set keymap {keymap}\n" + "".join(f"{key}: abort\n" for key in keys)
+                  for keymap, keys in _UNBOUND.items()) + "set keymap emacs\n"
+"""The pane's readline init file (``INPUTRC``), written by the host read-only: the keys of
+:data:`UNSAFE_READLINE` do nothing."""
 
 DRIVER = r"""
-mode=$1 d=$2 budget_us=$3 text=$4
+mode=$1 d=$2 budget_us=$3 text=$4 inputrc=$5
 S=$d/sock E=$d/log  # the hooks' log: the host copies its writes as they happen; the driver only paces on it
 t() { tmux -S "$S" "$@"; }
 start=${EPOCHREALTIME/./}
 left() { local r=$(( start + budget_us - ${EPOCHREALTIME/./} )); (( r < 50000 )) && r=50000; printf '%d.%06d' $((r / 1000000)) $((r % 1000000)); }
 export HISTFILE=/dev/null
+# readline's init file is the harness's read-only INPUTRC (no ~/.inputrc, no /etc/inputrc): no key runs an
+# expansion or a command while a line is edited; terminfo from the system only (never a planted ~/.terminfo)
+export INPUTRC=$inputrc TERMINFO={terminfo}
+unset TERMINFO_DIRS TERMCAP
 # the hooks travel under other names (a non-interactive bash, the pane's wrapper, unsets PS1 and PS2) and are
 # set by the first PROMPT_COMMAND, before any key is typed; the wrapper is bash for a descriptor above 9 (and
 # not tmux's pane-died hook, which now and then never fires, tells the driver when the pane's shell is gone)
@@ -142,9 +181,11 @@ else
   done
 fi
 t capture-pane -p -J -S - -E - -t qb >"$d/pane" 2>/dev/null
-t kill-server 2>/dev/null
 echo "$state" >"$d/status"
-""".replace("{fd}", str(LOG_FD)).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
+# the harness ends the run here: an exec in the driver's own pid, which the trace always records, so a pane shell
+# killed by a signal before this point was not killed by the harness (tmux.Tmux._judge)
+exec tmux -S "$S" kill-server 2>/dev/null
+""".replace("{fd}", str(LOG_FD)).replace("{terminfo}", TERMINFO).replace("{scrollback}", str(SCROLLBACK)).replace("{columns}", str(COLUMNS)) \
     .replace("{rows}", str(ROWS))
 """Arguments: mode (``keys``: R as one argument then ``Enter``; ``safe``: ``-l LINE`` then ``Enter``), the
 run's directory as the sandbox names it, the time budget in microseconds, and the text."""
@@ -180,8 +221,24 @@ class Record:
         return "\n".join(self.lines + (["\n".join(self.pending)] if self.pending else []))
 
 
-def parse_log(data: bytes) -> Record:
+def _writers(writers: list[tuple[int, bool]], start: int, end: int) -> set[bool]:
+    """Who wrote the bytes ``data[start:end]`` of the log (True: the hook fork, False: the shell itself)."""
+    offsets = [o for o, _ in writers]
+    i = max(bisect.bisect_right(offsets, start) - 1, 0)
+    found = set()
+    while i < len(writers) and writers[i][0] < end:  # write i holds [its offset, the next one's)
+        if i + 1 >= len(writers) or writers[i + 1][0] > start:
+            found.add(writers[i][1])
+        i += 1
+    return found
+
+
+def parse_log(data: bytes, writers: list[tuple[int, bool]] | None = None) -> Record:
     """Parse the hooks' log (``P status``, ``W``, ``C nbytes`` + entry), as the tracer copied it.
+
+    ``writers`` (``Trace.shell_log_writers``): who wrote each part. The hooks write ``P`` from the shell
+    itself and ``C``/``W`` from its hook fork; an entry any part of which came from the other writer was
+    written by the command (a builtin's ``printf >&N``), and the parse stops there with ``damage`` set.
 
     The hooks write a prompt (``P``) first, then per command read ``W`` for each continuation line and
     one ``C`` before it runs. Anything else (malformed data, a ``C`` or ``W`` before the first prompt, a
@@ -198,7 +255,7 @@ def parse_log(data: bytes) -> Record:
             rec.damage = "ends inside an entry"
             break
         head = data[pos:end].split(b" ")
-        pos = end + 1
+        start, pos = pos, end + 1
         kind = head[0]
         try:
             arg = int(head[1]) if len(head) == 2 else None
@@ -209,6 +266,12 @@ def parse_log(data: bytes) -> Record:
             rec.damage = "an entry before the first prompt"
             break
         whole = arg is not None and 0 <= arg < len(data) - pos and data[pos + arg:pos + arg + 1] == b"\n"
+        if writers is not None and kind in (b"C", b"W", b"P"):
+            stop = pos + arg + 1 if kind == b"C" and whole else pos
+            if _writers(writers, start, stop) != {kind != b"P"}:
+                rec.damage = (f"a {kind.decode()} entry written by the shell itself, not its hook's fork"
+                              if kind != b"P" else "a P entry written by a fork, not the shell itself")
+                break
         if kind == b"C" and whole:
             if not answered:
                 rec.damage = "two commands with no prompt between"
@@ -280,13 +343,15 @@ class Tmux(Route):
         else:
             mode, text = "keys", command
         budget_us = max(int((sandbox.limits.timeout_s - MARGIN_S) * 1e6), 100_000)
+        inputrc = sandbox.write_file("inputrc", INPUTRC.encode())  # read-only to the command, earlier runs too
         try:
-            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text],
+            ex = await sandbox.run(["bash", "-c", DRIVER, "qb-tmux", mode, inside, str(budget_us), text, inputrc],
                                    input_of=pane_shell(), log_fd=LOG_FD)
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e))
         state = (_read(sandbox, f"{rel}/status", 256) or b"").decode("ascii", "replace").strip()
-        rec = parse_log(ex.trace.shell_log if ex.trace is not None else b"")
+        rec = (parse_log(ex.trace.shell_log, ex.trace.shell_log_writers) if ex.trace is not None
+               else parse_log(b""))
         tmux_said = (_read(sandbox, f"{rel}/tmux-err", sandbox.limits.output_cap) or b"").decode("utf-8", "replace")
         pane = _read(sandbox, f"{rel}/pane", sandbox.limits.output_cap + 1) or b""
         return self._judge(command, text, ex, state, rec, tmux_said, pane, sandbox.limits.output_cap)
@@ -316,6 +381,8 @@ class Tmux(Route):
         # a shell killed by a signal was, as a rule, killed at the end (kill-server's SIGHUP, the timeout's
         # SIGKILL): only a shell that exited by itself has a status of its own
         exited = os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None
+        killed_early = (status is not None and os.WIFSIGNALED(status) and trace is not None
+                        and not _ended_after(trace))
         if trace is None or trace.reader is None:
             notes.append("the pane's shell never started")
         elif not trace.input_complete:
@@ -330,6 +397,10 @@ class Tmux(Route):
         at_ps2 = rec.at_continuation and not rec.pending
         if timed_out:
             run.exit_code = None
+        elif killed_early:
+            run.exit_code = None  # it died before the harness ended the run: its last P entry is no status
+            notes.append(f"the pane's shell was killed by signal {os.WTERMSIG(status)} before the harness ended "
+                         "the run (the driver's kill-server): its status is unknown")
         elif exited is not None and not (at_ps2 and state == "idle"):
             # (left idle at PS2, the shell is ended by the harness: as the pty closes it may read EOF and exit
             # 2 "by itself" before the SIGHUP lands, a race that is teardown's, not the command's)
@@ -369,6 +440,16 @@ class Tmux(Route):
         if rec.commands > typed_lines:
             why.append(f"bash's log holds {rec.commands} commands for {typed_lines} typed lines")
         return why
+
+
+def _ended_after(trace: Trace) -> bool:
+    """Whether the pane's shell ended after the driver's ``exec tmux ... kill-server`` (the harness ending the
+    run), by the trace's order of events; False when that exec is not in the trace."""
+    if not trace.execs or trace.reader_exit_seq is None:
+        return False
+    driver = trace.execs[0].pid
+    end = next((e.seq for e in trace.execs if e.pid == driver and e.argv[-1:] == (b"kill-server",)), None)
+    return end is not None and trace.reader_exit_seq >= end
 
 
 def delivered(ex: Execution) -> str | None:

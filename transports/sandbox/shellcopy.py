@@ -24,10 +24,17 @@ Which writes are the record
     a prompt's ``$(...)`` is a fork that stays bash. Syscall-tracing every fork of the shell until
     it execs would cost ~3 ms per command the pane runs (bash resets its signals in each child).
 
+Who wrote it
+    Each copied write is attributed to its writer (``Trace.shell_log_writers``): the shell itself, or
+    the hook fork. The hooks write ``P`` only from the shell (``PROMPT_COMMAND``) and ``C``/``W`` only
+    from the fork (``PS0``/``PS2``'s ``$(...)``), so the route's parser takes an entry from the other
+    writer as written by the command: a builtin of the shell (``printf >&N``, after ``read`` took a later
+    line as data, or through a moved descriptor) cannot write a command's entry unseen.
+
 Why nothing here can hide damage
     A write that is copied but is not a hook's (a command's fork that happened to come first, a
     builtin writing to the file) is one more entry after those already copied: the route's parser
-    counts what the hooks never write as damage. A hook's write that is not copied (its fork
+    counts what the hooks never write, or an entry from the wrong writer, as damage. A hook's write that is not copied (its fork
     missed, another program's write, a ``writev``) leaves an entry out, and a missing entry makes
     bash's record differ from what was read, which is damage too. So the choice of processes is a
     matter of cost and of honest runs staying undamaged, never of what a command can hide.
@@ -131,6 +138,9 @@ class ShellCopy:
         self.forks.discard(pid)
         self._entries.pop(pid, None)
         if pid == self.shell and self.trace.reader_status is None:
+            # when, in the trace's order: the latest fork or exec recorded so far (forks are never dropped)
+            last = max((seq for _, seq in self.trace.forks.values()), default=0)
+            self.trace.reader_exit_seq = max(last, self.trace.execs[-1].seq if self.trace.execs else 0)
             self.trace.reader_status = status
 
     # -- the system calls ---------------------------------------------------------------
@@ -160,6 +170,7 @@ class ShellCopy:
             if not _append(pid, buf, min(rval, count), self._input, MAX_INPUT):
                 self.trace.input_complete = False
         elif nr == write and self.log_file is not None and self._is_log(pid, fd):
+            self.trace.shell_log_writers.append((len(self._log), pid != self.reader))
             if not _append(pid, buf, min(rval, count), self._log, MAX_LOG):
                 self.trace.shell_log_complete = False
 

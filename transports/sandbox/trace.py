@@ -44,7 +44,11 @@ class Trace:
     input_complete: bool = True
     shell_log: bytes = b""      # what it and its hooks wrote to its log descriptor (its own record), in order
     shell_log_complete: bool = True
+    # who wrote each part of shell_log: (offset where a write's bytes start, True when by the shell's hook fork
+    # (the first fork after a terminal read), False when by the shell itself), in order
+    shell_log_writers: list[tuple[int, bool]] = field(default_factory=list)
     reader_status: int | None = None  # its wait status, if it ended during the run
+    reader_exit_seq: int | None = None  # when it ended: the ``seq`` of the last fork or exec event before its exit
 
 
 def identity(path: str) -> Identity | None:
