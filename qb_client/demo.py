@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tasks.load import suite
 
-from .campaign import Campaign, Plan, Progress
+from .campaign.oneshot import Campaign, Plan, Progress
 from .providers.factory import make_provider
 
 AGENTS = ("reference", "habits")

@@ -3,7 +3,7 @@
 Evaluation teams run their benchmarks in Inspect, with its providers, epochs,
 limits and log viewer; this subpackage meets them there without a second copy
 of anything that decides a result. The prompts and the extraction of R come
-from :mod:`qb_client.contracts`, execution and verdicts from the same replay
+from :mod:`qb_client.replies.contracts`, execution and verdicts from the same replay
 code as ``quotebench replay``, so a reply judged here and by our driver gets
 the same record. One module per purpose:
 

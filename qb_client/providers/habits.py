@@ -15,7 +15,7 @@ from transports.record import ConfigInfo
 
 from ..agents.habits import _PROSE, fence, habitual_reply
 from ..agents.habits_loop import RETRY_PROSE, next_command
-from ..contracts import NATIVE_TOOL, STOP_WORD, ToolCall
+from ..replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall
 from .base import Generation, GenerationRequest, ProviderError
 
 

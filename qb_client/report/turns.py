@@ -27,7 +27,7 @@ from typing import Any
 from . import stats
 
 STOPS = ("done", "empty", "no-tool-call")
-"""How a model ends a chain itself (:mod:`qb_client.loop`)."""
+"""How a model ends a chain itself (:mod:`qb_client.campaign.loop`)."""
 
 
 def check_turns(turns: Any) -> tuple[str, str] | None:

@@ -16,7 +16,7 @@ pair again.
 The store is read as ``run --model replay:FILE`` reads it (a missing
 ``contract`` is ``raw``, a missing ``draw`` 0; R is the stored ``command``, else
 extracted from ``reply`` and, for native, from ``tool_calls``), by the rules of
-:mod:`qb_client.reply_store`: only an unterminated last line that is not
+:mod:`qb_client.replies.store`: only an unterminated last line that is not
 complete JSON is a torn write (skipped with a note); any other bad line, and a
 second, different reply for the same key, is refused with one line naming the
 file and the line(s) before anything runs; a line repeating an earlier one
@@ -44,9 +44,9 @@ from transports.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
 from transports.store import JsonlWriter, loads, read_jsonl
 
-from .console import fail
+from ..console import fail
 from .limits import command_limits
-from .reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
+from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -80,7 +80,7 @@ def _is_envelope(reply: str | None) -> bool:
 
 
 def load_replies(path: Path) -> list[StoredReply]:
-    from .contracts import ToolCall, UnknownContractError, check_contract, extract_command
+    from ..replies.contracts import ToolCall, UnknownContractError, check_contract, extract_command
 
     replies = []
     torn: list[int] = []
@@ -259,7 +259,7 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out of ``n`` and ``rate``, as the report does. ``rate`` is a fraction, null when ``n`` is 0."""
     from transports.registry import ORDER as TRANSPORT_ORDER
 
-    from .contracts import CONTRACTS as CONTRACT_ORDER
+    from ..replies.contracts import CONTRACTS as CONTRACT_ORDER
 
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:

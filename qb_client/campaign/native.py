@@ -26,7 +26,7 @@ from qb_server.sessions import META_KEY
 from qb_server.tools import RECORD_META
 from transports.record import Record
 
-from .contracts import ToolSpec
+from ..replies.contracts import ToolSpec
 from .limits import command_limits
 
 

@@ -49,10 +49,10 @@ from transports.record import Record, Usage, new_id, versions
 from transports.registry import get
 from transports.store import JsonlWriter, read_jsonl
 
-from .contracts import PROMPT_VERSION, check_contract
+from ..replies.contracts import PROMPT_VERSION, check_contract
 from .loop import combine
 from .native import NativeExecutor
-from .providers.base import Generation, GenerationRequest, Provider, ProviderError
+from ..providers.base import Generation, GenerationRequest, Provider, ProviderError
 from .limits import command_limits
 
 
@@ -68,7 +68,7 @@ class Plan:
     native_tool: str = "function"
     """``builtin``: the native contract offers the provider's own shell tool (``run --native-tool``)."""
     turns: int = 1
-    """K > 1: the multi-turn arm (:mod:`qb_client.loop`, :mod:`qb_client.campaign_turns`); 1 = one-shot."""
+    """K > 1: the multi-turn arm (:mod:`qb_client.campaign.loop`, :mod:`qb_client.campaign.chains`); 1 = one-shot."""
 
     def __post_init__(self) -> None:
         # a name given twice would generate and execute the same work twice
@@ -113,7 +113,7 @@ def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provide
     ext = gen.extract(contract)
     return {
         "reply_id": gen.reply_id or key, "key": key, "task_id": task.id, "contract": contract, "draw": draw,
-        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (reply_store)
+        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (replies.store)
         "config": provider.config.model_dump(mode="json"),
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
@@ -181,7 +181,7 @@ class Campaign:
     async def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.plan.turns > 1:
-            from .campaign_turns import run_chains
+            from .chains import run_chains
 
             await run_chains(self)
             return self.outcome

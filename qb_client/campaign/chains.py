@@ -23,14 +23,14 @@ from transports.record import Record, Usage, versions
 from transports.registry import get
 from transports.store import JsonlWriter, read_jsonl
 
-from .contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
+from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
 from .loop import chain_record, run_chain
 from .native import NativeExecutor
-from .providers.base import GenerationRequest, ProviderError
+from ..providers.base import GenerationRequest, ProviderError
 from .limits import command_limits
 
 if TYPE_CHECKING:
-    from .campaign import Campaign
+    from .oneshot import Campaign
 
 
 def chain_id(config_key: str, task_key: str, contract: str, draw: int, transport: str) -> str:
@@ -44,7 +44,7 @@ def prompt_version() -> str:
 
 
 async def run_chains(c: "Campaign") -> None:
-    from .campaign import _describe, _label, config_key, same_axes, task_key
+    from .oneshot import _describe, _label, config_key, same_axes, task_key
 
     plan, label = c.plan, c.provider.config.label
     results = c.out / "results.jsonl"
@@ -96,7 +96,7 @@ async def run_chains(c: "Campaign") -> None:
 
 async def _chain(c: "Campaign", task: Task, contract: str, draw: int, transport: str, cid: str, tools: list,
                  native: NativeExecutor | None, api: anyio.CapacityLimiter, ex: anyio.CapacityLimiter) -> Record:
-    from .campaign import _native_record, reply_text
+    from .oneshot import _native_record, reply_text
 
     config = c.provider.config
     request = GenerationRequest.for_task(task, contract, config, draw, native_tool=c.plan.native_tool,
