@@ -226,7 +226,8 @@ def run_campaign(provider, out: Path, tasks: str = "file-write/*", contracts: tu
                  transports: tuple[str, ...] = ("raw", "nested")):
     import anyio
 
-    from qb_client.campaign.oneshot import Campaign, Plan
+    from qb_client.campaign.oneshot import Campaign
+    from qb_client.campaign.work import Plan
     from tasks.load import select
 
     plan = Plan(tasks=select(tasks), contracts=list(contracts), transports=list(transports), exec_concurrency=4)

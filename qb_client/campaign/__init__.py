@@ -3,6 +3,8 @@
 * :mod:`.oneshot`: a campaign (``quotebench run``): each reply generated once, then replayed on
   every transport; the layout of ``--out DIR`` and resume;
 * :mod:`.chains`: the multi-turn arm (``run --turns K``, K > 1), one chain per cell;
+* :mod:`.work`: what both arms share: the plan, progress, outcome, the keys that name each unit of work,
+  the errors file, and how a stored line or a server's record is read back;
 * :mod:`.loop`: the agent loop (several commands in one sandbox, and what the model sees between them);
 * :mod:`.native`: the native contract's execution path, as an MCP client of ``qb_server``;
 * :mod:`.replay`: fixed-reply replay of a reply store (``quotebench replay``);

@@ -45,8 +45,9 @@ from transports.registry import get
 from transports.store import JsonlWriter, loads, read_jsonl
 
 from ..console import fail
-from .limits import command_limits
 from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
+from .limits import command_limits
+from .work import stored_label
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -245,13 +246,6 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     return len(todo)
 
 
-def _label(config: Any) -> str:
-    """``provider:model@effort`` of a record's config, as the report labels it (``@unset`` when none was sent)."""
-    c = config if isinstance(config, dict) else {}
-    label = "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
-    return f"{label}+{c['variant']}" if c.get("variant") else label  # another design (ConfigInfo.variant)
-
-
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The end-of-run summary: one row per config x contract x transport (never pooled across configs).
 
@@ -263,7 +257,7 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:
-        key = (_label(r.get("config")), str(r.get("contract")), str(r.get("transport")))
+        key = (stored_label(r.get("config")), str(r.get("contract")), str(r.get("transport")))
         row = rows.setdefault(key, {"config": key[0], "contract": key[1], "transport": key[2], "passed": 0, "n": 0,
                                     "rate": None, "damaged": 0, "transport_errors": 0, "errors": 0})
         if r.get("error"):

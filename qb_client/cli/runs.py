@@ -92,7 +92,7 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
     The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
     to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
     the rest of its share (already done by an earlier run) is counted as done at once."""
-    from ..campaign.oneshot import Progress
+    from ..campaign.work import Progress
 
     progress, gen_bar = progress_bar(campaigns * replies, "generate")
     exec_bar = progress.add_task("execute", total=campaigns * replies * transports)
@@ -261,7 +261,8 @@ def run_cmd(
 
     from transports.store import read_jsonl
 
-    from ..campaign.oneshot import Campaign, Plan, check_resume_files
+    from ..campaign.oneshot import Campaign, check_resume_files
+    from ..campaign.work import Plan
     from ..campaign.native import NativeExecutor
     from ..providers.factory import make_provider
     from ..providers.retry import RetryPolicy
