@@ -9,7 +9,8 @@ recorded like any other execution (contract ``native``). See
 :mod:`qb_server.app` for building and serving.
 """
 
-from .app import QBServer, build_app, build_server, serve
+from .app import build_app, build_server, serve
+from .server import QBServer
 from .sessions import META_KEY
 
 __all__ = ["META_KEY", "QBServer", "build_app", "build_server", "serve"]
