@@ -4,7 +4,16 @@ Exit status: 0 success, 1 a check or task failed, 2 bad input. Bad input is
 one line on stderr naming the file and field, never a traceback, also when it
 surfaces inside an anyio task group (a group of one exception is unwrapped). With
 ``--json`` stdout carries exactly one JSON document. The commands are
-registered on :data:`qb_client.cli.app.app` by the modules of this package imported here.
+registered on :data:`qb_client.cli.app.app` by the modules of this package imported here:
+:mod:`.components` (doctor, components install), :mod:`.exec_command` (exec),
+:mod:`.import_inspect`, :mod:`.runs` (replay, run, demo), :mod:`.suite` (tasks,
+transports list), :mod:`.around_runs` (serve, report, bench); :mod:`.app`,
+:mod:`.options`, :mod:`.help` and :mod:`.run_checks` are what they share.
+
+May import: everything (``tasks``, ``transports``, ``qb_server`` and every other
+room of ``qb_client``); nothing imports it but ``python -m qb_client`` and the
+``quotebench`` entry point (``qb_client.cli:main``). Commands import their
+machinery inside the command, so ``quotebench --help`` stays fast.
 """
 
 from __future__ import annotations
