@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tasks.load import suite
 
-from .campaign import Campaign, Plan, Progress
+from .campaign.oneshot import Campaign
+from .campaign.work import Plan, Progress
 from .providers.factory import make_provider
 
 AGENTS = ("reference", "habits")

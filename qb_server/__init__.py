@@ -7,9 +7,22 @@ transport (``raw`` by default) in the sandbox of the caller's session and is
 recorded like any other execution (contract ``native``). See
 :mod:`qb_server.sessions` for how a request is mapped to its sandbox and
 :mod:`qb_server.app` for building and serving.
+
+Inside, from the bottom up, each module importing only those before it:
+:mod:`.config`, :mod:`.keys`, :mod:`.budget`, :mod:`.worker`, :mod:`.unfinished`;
+:mod:`.sessions` (the session table); :mod:`.tools` (the MCP surface, which says in
+:class:`~qb_server.tools.ToolHost` what it needs of a server); :mod:`.server`
+(:class:`QBServer`, one configured server, which builds its tools); :mod:`.http`
+(serving over HTTP); :mod:`.app` (building, serving over stdio); :mod:`.bench` and
+``__main__``.
+
+May import: ``tasks`` and ``transports``, never ``qb_client`` (the driver is one
+client of this server among others). This ``__init__`` only re-exports its own
+submodules, and none of them imports it back.
 """
 
-from .app import QBServer, build_app, build_server, serve
+from .app import build_app, build_server, serve
+from .server import QBServer
 from .sessions import META_KEY
 
 __all__ = ["META_KEY", "QBServer", "build_app", "build_server", "serve"]

@@ -1,7 +1,7 @@
 """Building and serving the QuoteBench MCP server.
 
-``build_app`` checks every option and returns a :class:`QBServer` (the session
-table plus its ``MCPServer``); ``build_server`` returns only the ``MCPServer``
+``build_app`` checks every option and returns a :class:`~qb_server.server.QBServer`
+(the session table plus its ``MCPServer``); ``build_server`` returns only the ``MCPServer``
 for in-process use (``Client(build_server(...))``); ``serve`` runs it over
 stdio or streamable HTTP until the client or a signal stops it, and then ends
 every open session, so each sandbox's final verdict is recorded.
@@ -16,82 +16,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
 from mcp.server.mcpserver import MCPServer
 
-from transports.results.record import Record
 from transports.sandbox import Limits
 
-from .config import (
-    DEFAULT_IDLE_S, DEFAULT_RECLAIM_S, DEFAULT_TASK, HOST_GRACE_S, ServerConfig, check_idle, check_record, check_timeout, check_tool_name, resolve_task,
-    resolve_transport,
-)
-from .sessions import Serving, SessionKey, SessionManager, key_for
-from .tools import make_mcp
-from .worker import one_line
-
-
-class QBServer:
-    """One configured server: options, the transport, the session table and the MCP surface."""
-
-    def __init__(self, config: ServerConfig, serving: Serving = "inproc") -> None:
-        check_tool_name(config.tool_name)
-        check_idle(config.idle_timeout_s)
-        check_idle(config.reclaim_idle_s, "--reclaim-idle")
-        self.transport = resolve_transport(config.transport)
-        self.task = resolve_task(config.task)
-        check_record(config.record)
-        self.config = config
-        self.serving: Serving = serving
-        self.sessions = SessionManager(config, self.transport, self.task)
-        self.mcp: MCPServer = make_mcp(self)
-
-    def key_for(self, request_context: Any) -> SessionKey:
-        """The request's session key; a legacy connection's end is hooked to close its session."""
-        key, connection = key_for(request_context, self.serving)
-        if connection is not None:
-            connection.exit_stack.push_async_callback(self._disconnected, key)
-        return key
-
-    async def _disconnected(self, key: SessionKey) -> None:
-        """A legacy connection ended: by its client (``disconnected``), or because the server is stopping."""
-        stopping = self.sessions.stopping or self.sessions.closing
-        await self.sessions.close(key, "shutdown" if stopping else "disconnected")
-
-    async def run_command(self, command: str, sandbox: str) -> Record:
-        """Run one command in the session named ``sandbox`` (as the ``_meta`` id would), without MCP.
-
-        For a driver living in the same process; over MCP, a client calls the shell tool and, with
-        ``control``, reads the record from the result's ``_meta`` or from ``qb_last_record``.
-        """
-        async with self.sessions.use(SessionKey.meta(sandbox)) as s:
-            return await self.sessions.run(s, command)
-
-    async def end_session(self, sandbox: str, reason: str = "ended by client") -> Record | None:
-        return await self.sessions.close(SessionKey.meta(sandbox), reason)
-
-    async def aclose(self, reason: str = "shutdown") -> None:
-        """End every session (recording its final verdict) and close the record file."""
-        if reason == "shutdown":
-            self.sessions.stopping = True
-        await self.sessions.close_all(reason)
-        self.sessions.close_writer()
-
-    async def sweeper(self, every_s: float | None = None) -> None:
-        """Close idle sessions even when no request arrives to trigger the lazy sweep.
-
-        Nothing a session does may end this task: a failed sweep is one line on stderr, and the next
-        one comes as usual (a dead sweeper would leave idle sandboxes forever, or, raising, end the server)."""
-        every = every_s or min(60.0, self.config.idle_timeout_s / 2)
-        while True:
-            await anyio.sleep(every)
-            try:
-                await self.sessions.sweep()
-            except Exception as e:  # noqa: BLE001
-                print(f"quotebench serve: the idle sweep failed: {one_line(e)}", file=sys.stderr)
+from .config import DEFAULT_IDLE_S, DEFAULT_RECLAIM_S, DEFAULT_TASK, HOST_GRACE_S, ServerConfig, check_timeout
+from .keys import Serving
+from .server import QBServer
 
 
 def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: str = "bash",

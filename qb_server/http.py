@@ -24,8 +24,8 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .app import QBServer
 from .budget import size_text
+from .server import QBServer
 
 
 GRACEFUL_SHUTDOWN_S = 3.0

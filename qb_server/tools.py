@@ -10,7 +10,7 @@ default, so an agent under test sees exactly one tool.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,11 +19,12 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from tasks.load import UnknownTaskError, get_task
+from tasks.schema import Task
 from transports.results.record import Record
-from .sessions import HARNESS, SessionKey, client_name
 
-if TYPE_CHECKING:
-    from .app import QBServer
+from .config import ServerConfig
+from .keys import Serving
+from .sessions import HARNESS, SessionKey, SessionManager, client_name
 
 SHELL_DESCRIPTION = "Run a command in a bash shell. Returns its stdout, stderr and exit code."
 COMMAND_DESCRIPTION = "The command to run."
@@ -81,8 +82,22 @@ def _clean_schema() -> dict[str, Any]:
     }
 
 
-def make_mcp(app: "QBServer") -> MCPServer:
-    """The MCPServer of one :class:`~qb_server.app.QBServer`; every handler goes through ``app``."""
+class ToolHost(Protocol):
+    """What the MCP surface needs of the server it is built for (:class:`qb_server.server.QBServer` is one).
+
+    Said here, by the module that needs it, so that the server can build its surface without this module
+    importing the server back."""
+
+    config: ServerConfig
+    serving: Serving
+    sessions: SessionManager
+    task: Task
+
+    def key_for(self, request_context: Any) -> SessionKey: ...
+
+
+def make_mcp(app: ToolHost) -> MCPServer:
+    """The MCPServer of one :class:`~qb_server.server.QBServer`; every handler goes through ``app``."""
     sessions = app.sessions
 
     async def key(ctx: Context) -> SessionKey:
@@ -131,7 +146,7 @@ def make_mcp(app: "QBServer") -> MCPServer:
     return mcp
 
 
-def _add_controls(mcp: MCPServer, app: "QBServer", key: Any) -> None:
+def _add_controls(mcp: MCPServer, app: ToolHost, key: Any) -> None:
     """``qb_`` tools for harnesses: choose or reset the task, judge the state, fetch the last record."""
     sessions = app.sessions
 

@@ -11,6 +11,10 @@ the sandbox created (a command can replace it with a symlink to a host
 directory). Git is never run in the command's repository: see
 :mod:`tasks.gitread`. Every detail is capped at MAX_DETAIL characters, with an
 explicit "... (N more ...)" marker, since it goes into every record.
+
+Why one module (over 400 lines)
+    One check kind per function, all sharing the path resolution, the caps and the one-line detail
+    format; mutation testing (docs/mutation.md) selects this module whole.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fake_llm import FakeServer, Scripted, Seen, body_for, error_body, running_fake_server
 
-from qb_client.contracts import fence
+from qb_client.replies.contracts import fence
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 HOSTILE = ("printf '%s\\n' \"a'b\" $HOME `id` \\ ! % * ? [x] {a,b} ~ # ; & | < > (\n"
@@ -226,7 +226,8 @@ def run_campaign(provider, out: Path, tasks: str = "file-write/*", contracts: tu
                  transports: tuple[str, ...] = ("raw", "nested")):
     import anyio
 
-    from qb_client.campaign import Campaign, Plan
+    from qb_client.campaign.oneshot import Campaign
+    from qb_client.campaign.work import Plan
     from tasks.load import select
 
     plan = Plan(tasks=select(tasks), contracts=list(contracts), transports=list(transports), exec_concurrency=4)

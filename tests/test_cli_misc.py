@@ -34,7 +34,7 @@ def test_serve_takes_the_transport_as_a_word_or_from_the_environment(tmp_path: P
         assert r.returncode == 2 and r.stderr.startswith("quotebench: error: unknown transport 'bogus-word'"), r.stderr
     r = qb("serve", "nested", "--transport", "raw")
     assert r.returncode == 2 and "the transport is given twice" in r.stderr
-    from qb_client.cli_tools import serve_transport
+    from qb_client.cli.around_runs import serve_transport
 
     assert serve_transport("nested", None) == "nested" and serve_transport(None, None) == "raw"
     assert serve_transport("nested", "nested") == "nested"
@@ -60,7 +60,7 @@ def test_server_with_several_transports_is_refused_before_anything_runs(tmp_path
 def test_errors_a_rerun_resolved_are_dropped(tmp_path: Path) -> None:
     import json
 
-    from qb_client.campaign_errors import prune_resolved
+    from qb_client.campaign.errors import prune_resolved
 
     config = {"provider": "p", "model": "m", "effort": None}
     (tmp_path / "replies.jsonl").write_text(json.dumps({"key": "k1", "reply_id": "k1", "config": config}) + "\n")

@@ -212,7 +212,7 @@ def test_missing_output_directories_are_made(tmp_path: Path) -> None:
 
 
 def test_demo_writes_its_page_into_its_out_directory(tmp_path: Path) -> None:
-    from qb_client.cli_runs import demo_html
+    from qb_client.cli.runs import demo_html
 
     assert demo_html(tmp_path / "d", None) == tmp_path / "d" / "quotebench-report.html"
     assert demo_html(None, None) == Path("quotebench-report.html")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qb_client.contracts import (
+from qb_client.replies.contracts import (
     CONTRACTS, NATIVE_TOOL, PROMPT_VERSION, SYSTEM_TEMPLATES, ToolCall, UnknownContractError, build_messages,
     extract, extract_command, extract_text, extract_tool_call, fence, quote_for_single, reference_reply, tools_for,
 )

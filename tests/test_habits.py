@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from qb_client.agents.habits import CONTRACTS, habitual_command_for, habitual_reply
-from qb_client.contracts import extract_command, quote_for_single
+from qb_client.replies.contracts import extract_command, quote_for_single
 from tasks.load import get_task, suite
 from transports.execute import execute
 from transports.sandbox import Limits

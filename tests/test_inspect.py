@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import pytest
 
-from qb_client.contracts import build_messages, fence, reference_reply
+from qb_client.replies.contracts import build_messages, fence, reference_reply
 from tasks.load import get_task, select
 
 pytestmark = pytest.mark.needs("inspect_ai", "bwrap")

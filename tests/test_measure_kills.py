@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fake_llm import FakeServer, Scripted, body_for, running_fake_server
 
-from qb_client.contracts import fence
+from qb_client.replies.contracts import fence
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 COMMAND = "echo hello world > out.txt"

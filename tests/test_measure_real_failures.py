@@ -110,7 +110,7 @@ def test_resume_never_reuses_replies_of_another_prompt_or_suite_version(tmp_path
         return json.loads(r.stdout)
 
     assert (run()["generated"], run()["generated"]) == (4, 0)  # the second run reuses all four
-    edit(pkg / "qb_client" / "contracts.py", 'PROMPT_VERSION = "p1"', 'PROMPT_VERSION = "p2"')
+    edit(pkg / "qb_client" / "replies" / "contracts.py", 'PROMPT_VERSION = "p1"', 'PROMPT_VERSION = "p2"')
     assert run()["generated"] == 4
     heredoc = pkg / "tasks" / "families" / "heredoc.toml"  # another family: the whole suite is versioned
     heredoc.write_text(heredoc.read_text() + "\n# edited\n")

@@ -101,7 +101,7 @@ def generate(kind: str, fake: FakeServer, request: GenerationRequest):
 
 
 def native_request(kind: str, turns: int = 1, history: list[Exchange] | None = None) -> GenerationRequest:
-    from qb_client.contracts import NATIVE_TOOL
+    from qb_client.replies.contracts import NATIVE_TOOL
     from transports.results.record import ConfigInfo
 
     req = GenerationRequest.for_task(get_task("file-write/control"), "native", ConfigInfo(provider=kind, model="m"),

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fake_llm import FakeServer, Scripted, body_for, call_for, error_body, running_fake_server, usage_for
 
-from qb_client.contracts import NATIVE_TOOL, extract, fence
+from qb_client.replies.contracts import NATIVE_TOOL, extract, fence
 from qb_client.providers import (
     Generation, GenerationRequest, Provider, ProviderError, RetryPolicy, ToolCall, make_provider,
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from qb_client.replay import load_replies, replay
+from qb_client.campaign.replay import load_replies, replay
 from tasks.load import suite
 
 

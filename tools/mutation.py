@@ -65,7 +65,7 @@ LIMIT_TESTS = ("tests/test_limits.py", "tests/test_sandbox.py", "tests/test_mut_
 MODULES: dict[str, Module] = {
     "report-stats": Module(("qb_client/report/stats.py",), REPORT_TESTS),
     # the CLI and HTML/terminal tests run a subprocess or render plots (10-20 s each) and judge text
-    "report-compute": Module(("qb_client/report/compute.py",),
+    "report-compute": Module(("qb_client/report/compute.py", "qb_client/report/order.py"),
                              ("tests/test_report.py", "tests/test_measure_intervals.py", "tests/test_mut_report.py"),
                              ("-k", "not html and not terminal and not bad_path")),
     "report-paths": Module(("qb_client/report/paths.py",), REPORT_TESTS),

@@ -70,11 +70,12 @@ from tasks.schema import Task
 
 CONTRACTS: tuple[str, ...] = ("raw", "native", "disclosed", "disclosed-single")
 
-_PROSE = {
+PROSE = {
     "raw": "Here is the command:",
     "disclosed": "Here is the command for bash -c \"R\":",
     "disclosed-single": "Here is the command for bash -c 'R':",
 }
+"""The line before the fenced command in a reply, per text contract (also the habits provider's first turn)."""
 
 
 # ---------------------------------------------------------------- the quoting habits
@@ -248,4 +249,4 @@ def habitual_reply(task: Task, contract: str) -> str:
     command = habitual_command_for(task, contract)
     if contract == "native":
         return command
-    return f"{_PROSE[contract]}\n\n{fence(command)}"
+    return f"{PROSE[contract]}\n\n{fence(command)}"

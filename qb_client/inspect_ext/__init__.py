@@ -3,7 +3,7 @@
 Evaluation teams run their benchmarks in Inspect, with its providers, epochs,
 limits and log viewer; this subpackage meets them there without a second copy
 of anything that decides a result. The prompts and the extraction of R come
-from :mod:`qb_client.contracts`, execution and verdicts from the same replay
+from :mod:`qb_client.replies.contracts`, execution and verdicts from the same replay
 code as ``quotebench replay``, so a reply judged here and by our driver gets
 the same record. One module per purpose:
 
@@ -16,5 +16,10 @@ the same record. One module per purpose:
 * :mod:`.scorer`: each reply replayed on every requested transport;
 * :mod:`.importer`: Inspect logs into our reply store and records.
 
-Nothing here is imported by the rest of QuoteBench: ``inspect_ai`` stays optional.
+Nothing here is imported by the rest of QuoteBench (but for the CLI's
+``import-inspect``, lazily): ``inspect_ai`` stays optional.
+
+May import: ``tasks``, ``transports``, ``qb_server`` (the shell tool's text);
+of ``qb_client``: :mod:`qb_client.console`, :mod:`qb_client.replies`,
+:mod:`qb_client.campaign` (replay).
 """

@@ -1,6 +1,6 @@
 """One Inspect sample per task: the contract's system and user messages, as our driver sends them.
 
-The messages come from :func:`qb_client.contracts.build_messages`, never from a
+The messages come from :func:`qb_client.replies.contracts.build_messages`, never from a
 copy, and go in as chat messages rather than through Inspect's
 ``system_message`` solver, which formats its text as a template: instructions
 are full of braces and must reach the model byte for byte.
@@ -14,7 +14,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from tasks.load import select
 from tasks.schema import Task
 
-from ..contracts import build_messages
+from ..replies.contracts import build_messages
 
 
 def sample_for(task: Task, contract: str) -> Sample:

@@ -1,7 +1,7 @@
 """``--model quotebench/reference``: an offline Inspect model that answers like our ``reference`` provider.
 
 It gives each task's reference solution, expressed under the contract the
-prompt asks for (:func:`qb_client.contracts.reference_reply`): a fenced block
+prompt asks for (:func:`qb_client.replies.contracts.reference_reply`): a fenced block
 for the text contracts, one ``bash`` tool call for native. So ``inspect eval``
 shows the crossed design offline, with no key and no network: every raw reply
 passes on ``raw`` and the same replies lose on ``nested`` what the transport
@@ -24,7 +24,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from tasks.load import suite
 from tasks.schema import Task
 
-from ..contracts import CONTRACTS, build_messages, reference_reply
+from ..replies.contracts import CONTRACTS, build_messages, reference_reply
 
 API = "quotebench"
 MODEL = "reference"

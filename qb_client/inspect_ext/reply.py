@@ -2,7 +2,7 @@
 
 The text is the assistant message's text parts (reasoning excluded, as our
 providers do). Inspect hands tool calls over with their arguments already
-parsed; they are turned back into our :class:`~qb_client.contracts.ToolCall`
+parsed; they are turned back into our :class:`~qb_client.replies.contracts.ToolCall`
 (arguments as JSON text) so that R is extracted by our contract code and by
 nothing else. A call whose arguments Inspect could not parse gives no R, with
 Inspect's parse error as the reason: the model failed, as under our driver.
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..contracts import Extraction, ToolCall, extract
+from ..replies.contracts import Extraction, ToolCall, extract
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def _calls(message: Any) -> tuple[list[ToolCall], str | None]:
 
 
 def read_reply(output: Any, contract: str) -> Reply:
-    """R from a ``ModelOutput`` under ``contract``, by :func:`qb_client.contracts.extract`."""
+    """R from a ``ModelOutput`` under ``contract``, by :func:`qb_client.replies.contracts.extract`."""
     message = output.choices[0].message if getattr(output, "choices", None) else None
     text = message.text if message is not None else ""
     calls, parse_error = _calls(message)

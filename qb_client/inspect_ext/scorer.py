@@ -1,7 +1,7 @@
 """The crossed design as an Inspect scorer: each reply, generated once, replayed on every transport.
 
 R is read by our contract code (:mod:`.reply`) and each execution is made by
-``quotebench replay``'s own :func:`~qb_client.replay.replay_one` (a fresh
+``quotebench replay``'s own :func:`~qb_client.campaign.replay.replay_one` (a fresh
 sandbox per transport, our validator on the final state), so a record here and
 a record of our driver for the same reply cannot differ in anything but timing.
 
@@ -31,8 +31,8 @@ from inspect_ai.solver import TaskState
 
 from transports.results.record import Usage
 
-from ..contracts import PROMPT_VERSION
-from ..replay import StoredReply, error_record, replay_one
+from ..replies.contracts import PROMPT_VERSION
+from ..campaign.replay import StoredReply, error_record, replay_one
 from .identity import config_for, draw_of, reply_id_of
 from .reply import Reply, read_reply
 

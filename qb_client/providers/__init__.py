@@ -2,6 +2,11 @@
 
 Network providers import their SDK lazily (only when chosen), so offline use
 (``reference``, ``replay``) needs neither SDK configured.
+
+May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.replies` (the contracts'
+messages and tools, the reply store read by ``replay:FILE``) and :mod:`qb_client.agents`. Never a
+campaign: campaigns call providers. This ``__init__`` only re-exports its own submodules, and none of
+them imports it back.
 """
 
 from .base import ConfigInfo, Generation, GenerationRequest, Provider, ProviderError, Secret, ToolCall, ToolSpec, Usage

@@ -13,9 +13,9 @@ from typing import Any
 
 from transports.results.record import ConfigInfo
 
-from ..agents.habits import _PROSE, fence, habitual_reply
+from ..agents.habits import PROSE, fence, habitual_reply
 from ..agents.habits_loop import RETRY_PROSE, next_command
-from ..contracts import NATIVE_TOOL, STOP_WORD, ToolCall
+from ..replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall
 from .base import Generation, GenerationRequest, ProviderError
 
 
@@ -52,5 +52,5 @@ class HabitsProvider:
             call = ToolCall(name=NATIVE_TOOL.name, arguments=json.dumps({"command": command}, ensure_ascii=False),
                             id=f"habits-{len(request.history)}")
             return Generation(text="", tool_calls=[call], stop_reason="habits")
-        prose = _PROSE[request.contract] if not request.history else RETRY_PROSE
+        prose = PROSE[request.contract] if not request.history else RETRY_PROSE
         return Generation(text=f"{prose}\n\n{fence(command)}", stop_reason="habits")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from transports.results.record import ConfigInfo, Usage
 
-from ..contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
+from ..replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
 from .base import Generation, GenerationRequest, ProviderError
 
 
@@ -75,7 +75,7 @@ class ReplayProvider:
     command is wrapped as a live reply would be (a fence, or a ``bash`` tool call
     for native). Without a command R is extracted from ``reply`` and
     ``tool_calls`` (a list of {name, arguments}) as for a live reply. Lines and
-    duplicates follow :mod:`qb_client.reply_store` (a torn last line is skipped
+    duplicates follow :mod:`qb_client.replies.store` (a torn last line is skipped
     with a note; any other bad line, or a second, different reply for the same
     key, is refused naming the file and line; an exact repeat is dropped with a
     note). Two lines for one (task, contract, draw) from different configs are
@@ -112,7 +112,7 @@ class ReplayProvider:
         return f"ReplayProvider({str(self.path)!r})"
 
     def _read(self) -> list[tuple[int, StoredReply]]:
-        from ..reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning
+        from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning
 
         entries: list[tuple[int, StoredReply]] = []
         torn: list[int] = []

@@ -7,6 +7,14 @@ Public API:
 * :func:`render_terminal` - the document as rich tables on a console
 * :func:`render_html` / :func:`write_html` - the document as one self-contained HTML page
 * :func:`report_command` - the whole command, as the CLI calls it
+
+Inside: :mod:`.load` reads and checks records, :mod:`.compute` (with :mod:`.stats`, :mod:`.groups`,
+:mod:`.paths`, :mod:`.turns`, :mod:`.order`) makes the document, :mod:`.terminal` and :mod:`.page` (with
+:mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands.
+
+May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console` and
+:mod:`qb_client.views`. Never a campaign or the CLI: a report is made from results files alone. This
+``__init__`` only re-exports its own submodules, and none of them imports it back.
 """
 
 from __future__ import annotations

@@ -38,30 +38,16 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .paths import path_rows
 from .groups import apart_reason, group, key_of, keys_of
+from .order import CONTRACT_ORDER, TRANSPORT_ORDER, family_order, ordered
+from .paths import path_rows
 from .turns import turn_rows
 
 CELLS: dict[str, tuple[str, str]] = {
     "RR": ("raw", "raw"), "RN": ("raw", "nested"), "NR": ("disclosed", "raw"), "NN": ("disclosed", "nested"),
 }
-CONTRACT_ORDER = ("raw", "native", "disclosed", "disclosed-single")
-TRANSPORT_ORDER = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh")
 GRAMMAR_CONTRACTS = ("disclosed", "disclosed-single")
 GRAMMAR_TRANSPORTS = ("nested", "nested-single")
-try:  # the suite's family order, when the tasks package can tell it
-    from tasks.load import FAMILY_ORDER as _FAMILY_ORDER
-except Exception:  # pragma: no cover - the report still works from records alone
-    _FAMILY_ORDER = ()
-
-
-def ordered(names, order) -> list[str]:
-    rank = {n: i for i, n in enumerate(order)}
-    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
-
-
-def family_order(names) -> list[str]:
-    return ordered(names, _FAMILY_ORDER)
 
 
 class ConfigData:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .order import TRANSPORT_ORDER, ordered
+
 MISSING = "\u2014"
 CELL_NAMES = ("RR", "RN", "NR", "NN")
 CELL_HELP = {
@@ -127,8 +129,6 @@ def lost(a: dict[str, Any] | None) -> str:
 
 def transports_of(configs: list[dict[str, Any]]) -> list[str]:
     """Every transport any contract was run on, in the suite's order (composed names after, by name)."""
-    from .compute import TRANSPORT_ORDER, ordered
-
     return ordered({t for c in configs for row in c["contracts"].values() for t in row}, TRANSPORT_ORDER)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from matplotlib.colors import to_hex
 
-from . import fmt, plots
+from . import fmt, plots, turns
 from .compute import NEEDS_TWO, comparison_note, selection_detail
 from .groups import designs_note, heading
 from .load import ReportInputError
@@ -252,10 +252,18 @@ heatmap, a hatched cell was not run.</li>
 </ul>"""
 
 
+def _turns(configs: list[dict[str, Any]]) -> str:
+    """The multi-turn arm's table ("" when no config has chains)."""
+    if not any(c.get("turns") for c in configs):
+        return ""
+    heads, rows = turns.table_rows(configs)
+    body = [_td(_e(label), "label") + "".join(_td(_e(v)) for v in vals[:2]) + "".join(_td(_e(v), "num") for v in vals[2:])
+            for label, vals in rows]
+    return f"<p>{_e(turns.CAPTION)}</p>" + _table(["config", "contract", "transport", *heads], body)
+
+
 def render_html(doc: dict[str, Any]) -> str:
     """The whole page as a string."""
-    from .turns import html_part
-
     configs = doc["configs"]
     n_rec = sum(c["records"] for c in configs)
     n_err = sum(c["errors"] for c in configs)
@@ -271,7 +279,7 @@ def render_html(doc: dict[str, Any]) -> str:
         ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
                                       "with raw on the same final shell, so that the route's own boundary is "
                                       "measured apart from the shell.</p>" + _paths(configs)),
-        *([("turns", "Multi-turn arm", html_part(configs))] if html_part(configs) else []),
+        *([("turns", "Multi-turn arm", _turns(configs))] if _turns(configs) else []),
         ("ranks", "Rank agreement and selection", _ranks(doc) + _strata(doc)),
         ("families", "Per family", _families(configs)),
         ("contracts", "Contract &times; transport", _contracts(configs)),

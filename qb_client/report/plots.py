@@ -22,7 +22,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from . import fmt
-from .compute import compared, family_order
+from .compute import compared
+from .order import family_order
 
 DAMAGE = "#d55e00"
 COMPENSATION = "#0072b2"

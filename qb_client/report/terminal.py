@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..console import safe, safe_text
-from . import fmt
+from . import fmt, turns
 from .compute import NEEDS_TWO, compared, comparison_note, selection_detail
 from .groups import designs_note, heading
 
@@ -278,6 +278,18 @@ def _families(c: dict[str, Any]) -> Grid:
     return g
 
 
+def _turns(configs: list[dict[str, Any]]) -> Grid | None:
+    """The multi-turn arm's table (None when no config has chains)."""
+    if not any(c.get("turns") for c in configs):
+        return None
+    heads, rows = turns.table_rows(configs)
+    g = Grid("Multi-turn arm: pass % by turn, recovery, silent failures", turns.CAPTION,
+             ["config", "contract", "transport"], heads)
+    for label, vals in rows:
+        g.add([_t(label), _t(vals[0]), _t(vals[1])], [_t(v) for v in vals[2:]])
+    return g
+
+
 def render_terminal(doc: dict[str, Any], console: Console) -> None:
     """Print every table of the report to ``console``."""
     configs = doc["configs"]
@@ -286,9 +298,7 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
                      f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                      "Rates in %, differences in points."))
     console.print()
-    from .turns import terminal_part
-
-    for part in [_cells(configs), _decomposition(configs), _paths(configs), terminal_part(configs),
+    for part in [_cells(configs), _decomposition(configs), _paths(configs), _turns(configs),
                  _diagnostics(configs)]:
         if part is None:
             continue

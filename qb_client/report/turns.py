@@ -27,7 +27,7 @@ from typing import Any
 from . import stats
 
 STOPS = ("done", "empty", "no-tool-call")
-"""How a model ends a chain itself (:mod:`qb_client.loop`)."""
+"""How a model ends a chain itself (:mod:`qb_client.campaign.loop`)."""
 
 
 def check_turns(turns: Any) -> tuple[str, str] | None:
@@ -121,7 +121,7 @@ def turn_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return [cell_row(c, t, rs, k) for (c, t), rs in sorted(cells.items())]
 
 
-# ---------------------------------------------------------------- rendering (terminal, page)
+# ---------------------------------------------------------------- what both renderers show (terminal, page)
 
 CAPTION = ("pass by turn k: % of chains whose state after turn k passes. recovered: of the chains failing after "
            "turn 1, how many pass at the end. turns to pass: mean first turn from which the state passed to the end. "
@@ -149,28 +149,3 @@ def table_rows(configs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str
                                       f"{r['silent_failures']}/{r['chains']}",
                                       f"{r['exit_zero_noticed']}/{r['exit_zero_first_failures']}"]))
     return heads, rows
-
-
-def terminal_part(configs: list[dict[str, Any]]) -> Any:
-    """The terminal table (None when no config has chains)."""
-    if not any(c.get("turns") for c in configs):
-        return None
-    from .terminal import Grid, _t
-
-    heads, rows = table_rows(configs)
-    g = Grid("Multi-turn arm: pass % by turn, recovery, silent failures", CAPTION,
-             ["config", "contract", "transport"], heads)
-    for label, vals in rows:
-        g.add([_t(label), _t(vals[0]), _t(vals[1])], [_t(v) for v in vals[2:]])
-    return g
-
-
-def html_part(configs: list[dict[str, Any]]) -> str:
-    if not any(c.get("turns") for c in configs):
-        return ""
-    from .page import _e, _table, _td
-
-    heads, rows = table_rows(configs)
-    body = [_td(_e(label), "label") + "".join(_td(_e(v)) for v in vals[:2]) + "".join(_td(_e(v), "num") for v in vals[2:])
-            for label, vals in rows]
-    return f"<p>{_e(CAPTION)}</p>" + _table(["config", "contract", "transport", *heads], body)

@@ -94,6 +94,10 @@ The fix, ``tmux-safe``
     exactly the typed line and bash's log shows that line ran. What stays different from
     ``raw``: ``$0`` is the file's name, stdout and stderr are the terminal (``isatty`` is true),
     and the command's programs inherit ``LOG_FD`` (bash cannot mark it close-on-exec).
+
+Why one module (over 400 lines)
+    The driver script, the hooks' log format, its parser and the judge of a delivery are one contract:
+    the parser reads exactly what the hooks in the driver write, and the judge's rules name both.
 """
 
 from __future__ import annotations

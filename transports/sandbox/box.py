@@ -388,8 +388,6 @@ def _exit_code(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-
-
 _OOM_WORDS = ("Cannot allocate memory", "out of memory", "MemoryError", "std::bad_alloc")
 
 
@@ -397,5 +395,3 @@ def _out_of_memory(stderr: str) -> bool:
     """Where only an address-space rlimit applies, an allocation failure shows up only in what the
     program says (it is not killed): the usual words, as a best effort."""
     return any(w in stderr for w in _OOM_WORDS)
-
-

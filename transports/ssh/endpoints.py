@@ -14,6 +14,10 @@ The private directory (0700)
     only until its socket exists (then 0555). Keys and the master's policy
     helpers (``h/``) stay outside ``c/``. How the master is guarded:
     :mod:`transports.ssh.master`.
+
+Why one module (over 400 lines)
+    An endpoint is one lifetime: its server thread, master, keys, generated config and wrappers are made,
+    reused, remade after a fork and torn down together; split, each part would hold the others' state.
 """
 
 from __future__ import annotations

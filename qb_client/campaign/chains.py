@@ -13,7 +13,7 @@ any turn, the MCP path failing) are ``errors.jsonl`` lines with ``stage: "chain"
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -23,14 +23,12 @@ from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from .contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
+from ..providers.base import GenerationRequest, ProviderError
+from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
+from .limits import command_limits
 from .loop import chain_record, run_chain
 from .native import NativeExecutor
-from .providers.base import GenerationRequest, ProviderError
-from .limits import command_limits
-
-if TYPE_CHECKING:
-    from .campaign import Campaign
+from .work import CampaignRun, config_key, describe, native_record, reply_text, same_axes, stored_label, task_key
 
 
 def chain_id(config_key: str, task_key: str, contract: str, draw: int, transport: str) -> str:
@@ -43,13 +41,11 @@ def prompt_version() -> str:
     return f"{PROMPT_VERSION}+{LOOP_PROMPT_VERSION}"
 
 
-async def run_chains(c: "Campaign") -> None:
-    from .campaign import _describe, _label, config_key, same_axes, task_key
-
+async def run_chains(c: CampaignRun) -> None:
     plan, label = c.plan, c.provider.config.label
     results = c.out / "results.jsonl"
     done = {(r.get("reply_id"), r.get("transport")) for r in read_jsonl(results, warn=None, follow=False)
-            if same_axes(r, plan) and _label(r.get("config")) == label} if results.exists() else set()
+            if same_axes(r, plan) and stored_label(r.get("config")) == label} if results.exists() else set()
     key = config_key(c.provider)
     work = [(t, con, d, tr, chain_id(key, task_key(t), con, d, tr))
             for t in plan.tasks for con in plan.contracts for d in range(plan.draws) for tr in plan.transports]
@@ -73,10 +69,10 @@ async def run_chains(c: "Campaign") -> None:
                     async with open_chains:
                         record = await _chain(c, task, contract, draw, transport, cid, tools, native, api, ex)
                 except ProviderError as e:
-                    c._error(errw, {**where, "error": str(e), "status": e.status, "attempts": e.attempts})
+                    c.write_error(errw, {**where, "error": str(e), "status": e.status, "attempts": e.attempts})
                     return
                 except Exception as e:  # noqa: BLE001 - one broken chain must not abort the campaign
-                    c._error(errw, {**where, "error": _describe(e)})
+                    c.write_error(errw, {**where, "error": describe(e)})
                     return
                 await anyio.to_thread.run_sync(res.write, record)  # the whole chain, in one line; fsynced off the loop
                 c.outcome.generated += len(record.turns or [])
@@ -94,10 +90,8 @@ async def run_chains(c: "Campaign") -> None:
             await aclose()
 
 
-async def _chain(c: "Campaign", task: Task, contract: str, draw: int, transport: str, cid: str, tools: list,
+async def _chain(c: CampaignRun, task: Task, contract: str, draw: int, transport: str, cid: str, tools: list,
                  native: NativeExecutor | None, api: anyio.CapacityLimiter, ex: anyio.CapacityLimiter) -> Record:
-    from .campaign import _native_record, reply_text
-
     config = c.provider.config
     request = GenerationRequest.for_task(task, contract, config, draw, native_tool=c.plan.native_tool,
                                          turns=c.plan.turns)
@@ -109,7 +103,7 @@ async def _chain(c: "Campaign", task: Task, contract: str, draw: int, transport:
     if contract == "native" and native is not None:
         async with native.session(task.id, transport) as run_doc:
             async def run(command: str) -> Record:
-                return _native_record(await run_doc(command), fields)
+                return native_record(await run_doc(command), fields)
 
             result = await run_chain(c.provider, request, run, api=api, ex=ex, reply_text=reply_text)
     else:

@@ -19,10 +19,10 @@ import typer
 from tasks.load import get_task
 from tasks.schema import Fixture, Task
 
-from .cli_app import JSON_OPT, app
-from .cli_options import SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout, apply_userland
-from .console import fail, out, print_json
-from .exec_view import compare_table, record_view
+from .app import JSON_OPT, app
+from .options import SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout, apply_userland
+from ..console import fail, out, print_json
+from ..views.execution import compare_table, record_view
 
 
 MAX_COMMAND_FILE = 8 << 20
@@ -67,7 +67,7 @@ async def _run_all(task: Task, names: list[str], command: str) -> list[Any]:
     """Every transport on its own fresh sandbox, a few at a time; records in the order of ``names``."""
     from transports.execute import execute
 
-    from .limits import command_limits
+    from ..campaign.limits import command_limits
 
     records: list[Any] = [None] * len(names)
     limiter = anyio.CapacityLimiter(max(1, os.cpu_count() or 1))

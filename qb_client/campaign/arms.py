@@ -11,7 +11,7 @@ report never pools.
 
 from __future__ import annotations
 
-from .contracts import BUILTIN_PROVIDERS, NATIVE_TOOL_KINDS
+from ..replies.contracts import BUILTIN_PROVIDERS, NATIVE_TOOL_KINDS
 
 
 def resolve_native_tool(provider: str, asked: str | None) -> str:

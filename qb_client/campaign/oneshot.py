@@ -33,11 +33,7 @@ with their reply (what it was generated under), not the current ones.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,64 +41,21 @@ import anyio
 
 from tasks.schema import Task
 from transports.execute import execute, no_command_record
-from transports.results.record import Record, Usage, new_id, versions
+from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from .contracts import PROMPT_VERSION, check_contract
+from ..providers.base import Generation, GenerationRequest, Provider, ProviderError
+from ..replies.contracts import PROMPT_VERSION
+from .limits import command_limits
 from .loop import combine
 from .native import NativeExecutor
-from .providers.base import Generation, GenerationRequest, Provider, ProviderError
-from .limits import command_limits
-
-
-@dataclass
-class Plan:
-    tasks: list[Task]
-    contracts: list[str]
-    transports: list[str]
-    draws: int = 1
-    api_concurrency: int = 4
-    exec_concurrency: int = field(default_factory=lambda: os.cpu_count() or 2)
-    server_url: str | None = None
-    native_tool: str = "function"
-    """``builtin``: the native contract offers the provider's own shell tool (``run --native-tool``)."""
-    turns: int = 1
-    """K > 1: the multi-turn arm (:mod:`qb_client.loop`, :mod:`qb_client.campaign_turns`); 1 = one-shot."""
-
-    def __post_init__(self) -> None:
-        # a name given twice would generate and execute the same work twice
-        self.contracts = list(dict.fromkeys(self.contracts))
-        self.transports = list(dict.fromkeys(self.transports))
-
-
-@dataclass
-class Progress:
-    """Callbacks for the CLI's progress bars; all optional."""
-
-    on_generation_total: Callable[[int], None] = lambda n: None
-    on_generated: Callable[[], None] = lambda: None
-    on_execution_total: Callable[[int], None] = lambda n: None
-    on_executed: Callable[[Record], None] = lambda r: None
-
-
-@dataclass
-class Outcome:
-    generated: int = 0
-    reused: int = 0
-    executed: int = 0
-    errors: list[str] = field(default_factory=list)
+from .work import CampaignRun, Outcome, config_key, describe, native_record, reply_text, same_axes, stored_label, task_key
 
 
 def reply_id_for(config_key: str, task_id: str, contract: str, draw: int) -> str:
     digest = hashlib.sha256(f"{config_key}\0{task_id}\0{contract}\0{draw}".encode()).hexdigest()[:16]
     return f"r-{digest}"
-
-
-def config_key(provider: Provider) -> str:
-    """What makes two replies interchangeable: config, params, prompt version and suite version."""
-    c = provider.config
-    return f"{c.label}\0{json.dumps(c.params, sort_keys=True)}\0{PROMPT_VERSION}\0{versions()['suite']}"
 
 
 def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provider, gen: Generation) -> dict[str, Any]:
@@ -113,7 +66,7 @@ def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provide
     ext = gen.extract(contract)
     return {
         "reply_id": gen.reply_id or key, "key": key, "task_id": task.id, "contract": contract, "draw": draw,
-        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (reply_store)
+        "suite": task.suite, "userland": default_userland(),  # replayed on another suite: refused (replies.store)
         "config": provider.config.model_dump(mode="json"),
         "reply": reply_text(gen, contract),
         "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls],
@@ -123,14 +76,6 @@ def reply_line(key: str, task: Task, contract: str, draw: int, provider: Provide
         "stop_reason": gen.stop_reason, "attempts": gen.attempts,
         "versions": {**versions(), "prompt": PROMPT_VERSION},
     }
-
-
-def reply_text(gen: Generation, contract: str) -> str:
-    """The full reply as text: for native, the text plus the tool calls as the provider returned them."""
-    if contract != "native":
-        return gen.text
-    return json.dumps({"text": gen.text, "tool_calls": [c.model_dump(mode="json") for c in gen.tool_calls]},
-                      ensure_ascii=False)
 
 
 def _load_replies(path: Path) -> dict[str, dict[str, Any]]:
@@ -167,27 +112,20 @@ def _done_key(label: str, rec: dict[str, Any], transport: Any) -> tuple[Any, ...
     return (label, rec.get("reply_id"), rec.get("task_id"), rec.get("contract"), rec.get("draw", 0), transport)
 
 
-class Campaign:
-    def __init__(self, provider: Provider, plan: Plan, out: Path, progress: Progress | None = None) -> None:
-        for c in plan.contracts:
-            check_contract(c)
-        self.provider = provider
-        self.plan = plan
-        self.out = out
-        self.progress = progress or Progress()
-        self.run_id = new_id()
-        self.outcome = Outcome()
+class Campaign(CampaignRun):
+    """A campaign: the one-shot design here, each reply generated once and replayed on every transport; with
+    ``plan.turns`` > 1 the multi-turn arm (:func:`qb_client.campaign.chains.run_chains`) instead."""
 
     async def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.plan.turns > 1:
-            from .campaign_turns import run_chains
+            from .chains import run_chains
 
             await run_chains(self)
             return self.outcome
         replies = _load_replies(self.out / "replies.jsonl")
         label = self.provider.config.label
-        done = {_done_key(_label(r.get("config")), r, r.get("transport"))
+        done = {_done_key(stored_label(r.get("config")), r, r.get("transport"))
                 for r in read_jsonl(self.out / "results.jsonl", warn=None, follow=False)
                 if same_axes(r, self.plan)} if (self.out / "results.jsonl").exists() else set()
         key = config_key(self.provider)
@@ -246,19 +184,13 @@ class Campaign:
             gen = await self.provider.generate(request)
             line = reply_line(rid, task, contract, draw, self.provider, gen)
         except ProviderError as e:
-            self._error(errw, {**where, "error": str(e), "status": e.status, "attempts": e.attempts})
+            self.write_error(errw, {**where, "error": str(e), "status": e.status, "attempts": e.attempts})
             return None
         except Exception as e:  # noqa: BLE001 - one broken generation must not abort the campaign
-            self._error(errw, {**where, "error": _describe(e)})
+            self.write_error(errw, {**where, "error": describe(e)})
             return None
         self.outcome.generated += 1
         return line
-
-    def _error(self, errw: JsonlWriter, line: dict[str, Any]) -> None:
-        line = {"run_id": self.run_id, "config": self.provider.config.model_dump(mode="json"),
-                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **line}
-        errw.write(line)
-        self.outcome.errors.append(f"{line.get('task_id')} {line.get('contract')}: {line['error']}")
 
     async def _execute(self, task: Task, stored: dict[str, Any], transport: str, ex: anyio.CapacityLimiter,
                        res: JsonlWriter, errw: JsonlWriter, native: NativeExecutor | None) -> None:
@@ -269,12 +201,12 @@ class Campaign:
             if record.contract == "native":
                 record = record.model_copy(update={"native_tool": self.plan.native_tool})
         except Exception as e:  # noqa: BLE001 - the MCP path failing, E2BIG, a bug: an error, not a verdict
-            self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
+            self.write_error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
                                "transport": transport, "draw": stored.get("draw", 0),
-                               "reply_id": stored.get("reply_id"), "error": _describe(e)})
+                               "reply_id": stored.get("reply_id"), "error": describe(e)})
             return
         if record.error:  # a component the path needs is missing: the harness's failure, retried on a rerun
-            self._error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
+            self.write_error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
                                "transport": transport, "draw": stored.get("draw", 0),
                                "reply_id": stored.get("reply_id"), "error": record.error})
             return
@@ -302,43 +234,5 @@ class Campaign:
                 commands = stored.get("commands") or [command]  # a shell call's commands, in one sandbox
                 async with native.session(task.id, transport) as run:
                     docs = [await run(c) for c in commands]
-                return combine([_native_record(doc, fields) for doc in docs])
+                return combine([native_record(doc, fields) for doc in docs])
             return await execute(task, transport, command, limits=command_limits(), **fields)
-
-
-def task_key(task: Task) -> str:
-    """What names a task in a reply key: its id, prefixed by its suite unless that is the public one (so the
-    keys of public campaigns stay as they were, and a generated suite's replies are never reused for another)."""
-    return task.id if task.suite == "public" else f"{task.suite}/{task.id}"
-
-
-def same_axes(record: dict[str, Any], plan: Plan) -> bool:
-    """Whether a results line was made in this run's suite and userland (only those settle its work: the same
-    reply is executed again under another userland)."""
-    from transports.sandbox import default_userland
-
-    suite = plan.tasks[0].suite if plan.tasks else "public"
-    return (record.get("suite", "public"), record.get("userland", "gnu")) == (suite, default_userland())
-
-
-def _describe(e: BaseException) -> str:
-    """``Type: message`` on one line."""
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-def _label(config: Any) -> str:
-    c = config if isinstance(config, dict) else {}
-    label = "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
-    return f"{label}+{c['variant']}" if c.get("variant") else label  # another design (ConfigInfo.variant)
-
-
-def _native_record(doc: dict[str, Any], fields: dict[str, Any]) -> Record:
-    """The server's record with the campaign's identity (reply, config, draw, usage) put back on it."""
-    rec = Record.model_validate(doc)
-    timing = rec.timing.model_copy(update={"generate_ms": fields["generate_ms"]})
-    return rec.model_copy(update={
-        "reply": fields["reply"], "run_id": fields["run_id"], "reply_id": fields["reply_id"],
-        "config": fields["config"], "contract": "native", "draw": fields["draw"], "usage": fields["usage"],
-        "timing": timing, "versions": {**rec.versions, **fields["extra_versions"]},
-    })

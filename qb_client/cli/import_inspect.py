@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .cli_app import app
-from .console import err, fail, safe
+from .app import app
+from ..console import err, fail, safe
 
 
 @app.command("import-inspect")
@@ -20,8 +20,8 @@ def import_inspect_cmd(
         import inspect_ai  # noqa: F401
     except ImportError:
         fail("import-inspect needs Inspect AI: pip install 'quotebench[inspect]'")
-    from .cli_runs import check_out_dir
-    from .inspect_ext.importer import import_logs, summary
+    from .runs import check_out_dir
+    from ..inspect_ext.importer import import_logs, summary
 
     check_out_dir(out)
     written = import_logs(logs, out)

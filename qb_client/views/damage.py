@@ -14,7 +14,7 @@ import difflib
 
 from rich.text import Text
 
-from .console import safe
+from ..console import safe
 
 NEWLINE, TAB, CR, BLANK = "↵", "→", "␍", "·"
 MAX_DIFF = 20_000

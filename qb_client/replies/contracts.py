@@ -135,7 +135,7 @@ USER_TEMPLATE = "{instruction}"
 # The multi-turn arm (``run --turns K``, K > 1) replaces only the setting: the model sees each command's exit
 # code and output and may act again. The contract-specific rest of each template is the same.
 LOOP_PROMPT_VERSION = "loop1"
-"""Bump on any change to the multi-turn texts below or to how an observation is shown (qb_client.loop)."""
+"""Bump on any change to the multi-turn texts below or to how an observation is shown (qb_client.campaign.loop)."""
 STOP_WORD = "DONE"
 _LOOP_SETTING = (
     "You complete one task in a Linux working directory. The working directory is already prepared. Each "

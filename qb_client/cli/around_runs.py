@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from .cli_app import JSON_OPT, app
-from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
+from .app import JSON_OPT, app
+from .options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
+from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
 
 
 # ---------------------------------------------------------------- serve
@@ -93,7 +93,7 @@ def report_cmd(
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
-    from .report import report_command
+    from ..report import report_command
 
     if html is not None:
         check_output_file("--html", html)
@@ -118,7 +118,7 @@ def bench_cmd(
     as_json: bool = JSON_OPT,
 ) -> None:
     """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
-    from .bench import mcp_paths, run_bench
+    from ..bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
     names = parse_list(transports)

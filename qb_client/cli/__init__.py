@@ -4,7 +4,16 @@ Exit status: 0 success, 1 a check or task failed, 2 bad input. Bad input is
 one line on stderr naming the file and field, never a traceback, also when it
 surfaces inside an anyio task group (a group of one exception is unwrapped). With
 ``--json`` stdout carries exactly one JSON document. The commands are
-registered on :data:`qb_client.cli_app.app` by the cli_* modules imported here.
+registered on :data:`qb_client.cli.app.app` by the modules of this package imported here:
+:mod:`.components` (doctor, components install), :mod:`.exec_command` (exec),
+:mod:`.import_inspect`, :mod:`.runs` (replay, run, demo), :mod:`.suite` (tasks,
+transports list), :mod:`.around_runs` (serve, report, bench); :mod:`.app`,
+:mod:`.options`, :mod:`.help` and :mod:`.run_checks` are what they share.
+
+May import: everything (``tasks``, ``transports``, ``qb_server`` and every other
+room of ``qb_client``); nothing imports it but ``python -m qb_client`` and the
+``quotebench`` entry point (``qb_client.cli:main``). Commands import their
+machinery inside the command, so ``quotebench --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -20,18 +29,19 @@ from transports.registry import UnknownTransportError
 from transports.sandbox import SandboxError
 from transports.results.store import StoreError
 
-from . import cli_components, cli_exec, cli_inspect, cli_runs, cli_suite, cli_tools  # noqa: F401  (they register the commands)
-from .cli_app import app
-from .cli_help import tidy
-from .console import BadInput, err, one_line
+# they register the commands; the order of this import is the order of ``--help``
+from . import components, exec_command, import_inspect, runs, suite, around_runs  # noqa: F401  # isort: skip
+from .app import app
+from .help import tidy
+from ..console import BadInput, err, one_line
 
 KNOWN_ERRORS = (BadInput, TaskFileError, UnknownTaskError, UnknownTransportError, StoreError, SandboxError)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    from .contracts import UnknownContractError
-    from .native import NativeError
-    from .report import ReportInputError
+    from ..replies.contracts import UnknownContractError
+    from ..campaign.native import NativeError
+    from ..report import ReportInputError
 
     return (*KNOWN_ERRORS, ReportInputError, UnknownContractError, NativeError)
 
@@ -48,7 +58,7 @@ PARSE_ERROR: type[Exception] = getattr(typer, "TyperException", None) or __impor
 
 
 GLOBAL_OPTIONS = ("--memory", "--disk", "--ssh-target", "--ssh-key")
-"""The options of :func:`qb_client.cli_app.global_options`: given after a command, they are not its own."""
+"""The options of :func:`qb_client.cli.app.global_options`: given after a command, they are not its own."""
 
 
 def _usage_error(e: Exception) -> NoReturn:

@@ -16,7 +16,7 @@ pair again.
 The store is read as ``run --model replay:FILE`` reads it (a missing
 ``contract`` is ``raw``, a missing ``draw`` 0; R is the stored ``command``, else
 extracted from ``reply`` and, for native, from ``tool_calls``), by the rules of
-:mod:`qb_client.reply_store`: only an unterminated last line that is not
+:mod:`qb_client.replies.store`: only an unterminated last line that is not
 complete JSON is a torn write (skipped with a note); any other bad line, and a
 second, different reply for the same key, is refused with one line naming the
 file and the line(s) before anything runs; a line repeating an earlier one
@@ -44,9 +44,10 @@ from transports.results.record import ConfigInfo, Record, Usage, new_id, reply_i
 from transports.registry import get
 from transports.results.store import JsonlWriter, loads, read_jsonl
 
-from .console import fail
+from ..console import fail
+from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 from .limits import command_limits
-from .reply_store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
+from .work import stored_label
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""
@@ -80,7 +81,7 @@ def _is_envelope(reply: str | None) -> bool:
 
 
 def load_replies(path: Path) -> list[StoredReply]:
-    from .contracts import ToolCall, UnknownContractError, check_contract, extract_command
+    from ..replies.contracts import ToolCall, UnknownContractError, check_contract, extract_command
 
     replies = []
     torn: list[int] = []
@@ -245,13 +246,6 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     return len(todo)
 
 
-def _label(config: Any) -> str:
-    """``provider:model@effort`` of a record's config, as the report labels it (``@unset`` when none was sent)."""
-    c = config if isinstance(config, dict) else {}
-    label = "{}:{}@{}".format(c.get("provider"), c.get("model"), c.get("effort") or "unset")
-    return f"{label}+{c['variant']}" if c.get("variant") else label  # another design (ConfigInfo.variant)
-
-
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The end-of-run summary: one row per config x contract x transport (never pooled across configs).
 
@@ -259,11 +253,11 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out of ``n`` and ``rate``, as the report does. ``rate`` is a fraction, null when ``n`` is 0."""
     from transports.registry import ORDER as TRANSPORT_ORDER
 
-    from .contracts import CONTRACTS as CONTRACT_ORDER
+    from ..replies.contracts import CONTRACTS as CONTRACT_ORDER
 
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:
-        key = (_label(r.get("config")), str(r.get("contract")), str(r.get("transport")))
+        key = (stored_label(r.get("config")), str(r.get("contract")), str(r.get("transport")))
         row = rows.setdefault(key, {"config": key[0], "contract": key[1], "transport": key[2], "passed": 0, "n": 0,
                                     "rate": None, "damaged": 0, "transport_errors": 0, "errors": 0})
         if r.get("error"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from .console import fail
+from ..console import fail
 
 SUITE_OPT = typer.Option("public", "--suite", metavar="public|DIR",
                          help="The task suite: the public one, or a directory written by `tasks generate`.")
@@ -52,8 +52,8 @@ TIMEOUT_OPT = typer.Option(None, "--timeout", metavar="SECONDS",
 
 
 def apply_timeout(seconds: float | None, option: str = "--timeout") -> None:
-    """Give every command this process runs ``seconds`` of wall clock (:mod:`qb_client.limits`)."""
-    from .limits import set_command_timeout
+    """Give every command this process runs ``seconds`` of wall clock (:mod:`qb_client.campaign.limits`)."""
+    from ..campaign.limits import set_command_timeout
 
     try:
         set_command_timeout(seconds, option)

@@ -32,8 +32,8 @@ from tasks.schema import Task
 from tasks.validate import CheckResult, Verdict
 from transports.results.record import Record, Step, Turn, Usage
 
-from .contracts import is_stop, loop_observation
-from .providers.base import Exchange, Generation, GenerationRequest, Observation, Provider
+from ..replies.contracts import is_stop, loop_observation
+from ..providers.base import Exchange, Generation, GenerationRequest, Observation, Provider
 
 Runner = Callable[[str], Awaitable[Record]]
 """Runs one command in the chain's sandbox and returns its record (judged on the state after it)."""

@@ -21,12 +21,13 @@ from typing import Any
 
 from mcp import Client
 
-from qb_server.app import QBServer, build_app
+from qb_server.app import build_app
+from qb_server.server import QBServer
 from qb_server.sessions import META_KEY
 from qb_server.tools import RECORD_META
 from transports.results.record import Record
 
-from .contracts import ToolSpec
+from ..replies.contracts import ToolSpec
 from .limits import command_limits
 
 

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from .cli_app import CONTEXT, JSON_OPT, app
-from .console import fail, out, print_json, safe
+from .app import CONTEXT, JSON_OPT, app
+from ..console import fail, out, print_json, safe
 
 components_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT,
                              help="Components the paths need that quotebench can install (npm packages).")
@@ -22,7 +22,7 @@ def doctor_cmd(as_json: bool = JSON_OPT) -> None:
     here. Exit 0 when everything required is present, 1 otherwise. Installs nothing."""
     from rich.table import Table
 
-    from .doctor import report
+    from ..doctor import report
 
     doc = report()
     if as_json:
@@ -63,7 +63,7 @@ def components_install(
     """Install components ahead of time (today: the npm shell-quote package), for a machine that will run
     offline later; one line per component. Idempotent: an installed one is left as it is. Exit 1 if any
     install failed."""
-    from .doctor import install
+    from ..doctor import install
 
     try:
         results = install(list(names or []))

@@ -1,4 +1,4 @@
-"""Commands on the suite: tasks list/show/check/generate, transports list (exec is in cli_exec)."""
+"""Commands on the suite: tasks list/show/check/generate, transports list (exec is in exec_command)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from rich.text import Text
 
 from tasks.load import get_task, select, suite
 
-from .cli_app import JSON_OPT, app, tasks_app, transports_app
-from .cli_options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
-from .console import err, fail, human, make_dirs, out, print_json, safe, safe_text
+from .app import JSON_OPT, app, tasks_app, transports_app
+from .options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
+from ..console import err, fail, human, make_dirs, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- tasks
@@ -103,7 +103,7 @@ def tasks_check(as_json: bool = JSON_OPT,
                 tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated."),
                 suite_opt: str = SUITE_OPT, userland: str = USERLAND_OPT) -> None:
     """Every task's reference solutions on their paths, and every near-miss state rejected."""
-    from .checking import check_suite
+    from ..suite_check import check_suite
 
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)

@@ -13,10 +13,10 @@ import typer
 from tasks.load import select, suite
 from transports.registry import parse_list
 
-from .cli_app import JSON_OPT, app
-from .cli_options import (ALLOW_SUITE_MISMATCH_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout,
+from .app import JSON_OPT, app
+from .options import (ALLOW_SUITE_MISMATCH_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout,
                           apply_userland)
-from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
+from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
 
 
 # ---------------------------------------------------------------- lists
@@ -24,7 +24,7 @@ from .console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, messa
 
 def contract_list(spec: str) -> list[str]:
     """``--contracts``: each name checked, repeats dropped (first occurrence kept)."""
-    from .contracts import check_contract
+    from ..replies.contracts import check_contract
 
     names = list(dict.fromkeys(check_contract(c.strip()) for c in spec.split(",") if c.strip()))
     if not names:
@@ -92,7 +92,7 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
     The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
     to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
     the rest of its share (already done by an earlier run) is counted as done at once."""
-    from .campaign import Progress
+    from ..campaign.work import Progress
 
     progress, gen_bar = progress_bar(campaigns * replies, "generate")
     exec_bar = progress.add_task("execute", total=campaigns * replies * transports)
@@ -105,8 +105,8 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
 
 
 def summarize(records: list[dict]) -> list[dict]:
-    """One row per config x contract x transport (see :func:`qb_client.replay.summary_rows`)."""
-    from .replay import summary_rows
+    """One row per config x contract x transport (see :func:`qb_client.campaign.replay.summary_rows`)."""
+    from ..campaign.replay import summary_rows
 
     return summary_rows(records)
 
@@ -147,8 +147,8 @@ def replay_cmd(
 
     from transports.results.store import read_jsonl
 
-    from .replay import done_keys, is_harness_error, load_replies, replay, same_axes
-    from .reply_store import allow_suite_mismatch
+    from ..campaign.replay import done_keys, is_harness_error, load_replies, replay, same_axes
+    from ..replies.store import allow_suite_mismatch
 
     apply_suite(suite_opt)
     apply_userland(userland)
@@ -246,7 +246,7 @@ def run_cmd(
     With --turns K > 1: one chain of up to K actions per task, contract, draw and transport."""
     import time
 
-    from .reply_store import allow_suite_mismatch
+    from ..replies.store import allow_suite_mismatch
 
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)
@@ -261,10 +261,11 @@ def run_cmd(
 
     from transports.results.store import read_jsonl
 
-    from .campaign import Campaign, Plan, check_resume_files
-    from .native import NativeExecutor
-    from .providers.factory import make_provider
-    from .providers.retry import RetryPolicy
+    from ..campaign.oneshot import Campaign, check_resume_files
+    from ..campaign.work import Plan
+    from ..campaign.native import NativeExecutor
+    from ..providers.factory import make_provider
+    from ..providers.retry import RetryPolicy
 
     names = parse_list(transports)
     contract_names = contract_list(contracts)
@@ -278,7 +279,7 @@ def run_cmd(
                                    timeout_s=timeout) for e in efforts]
     except ValueError as e:
         fail(str(e))
-    from .arms import check_turns, resolve_native_tool, variant_for
+    from ..campaign.arms import check_turns, resolve_native_tool, variant_for
 
     try:
         kind = resolve_native_tool(model.split(":", 1)[0].strip(), native_tool)
@@ -303,12 +304,12 @@ def run_cmd(
         for provider in providers:  # one config per effort rung, one after the other
             outcomes.append(anyio.run(Campaign(provider, plan, out_dir, hooks).run))
     seconds = time.perf_counter() - start
-    from .campaign_errors import prune_resolved
+    from ..campaign.errors import prune_resolved
 
     prune_resolved(out_dir)  # errors a rerun resolved are no longer errors
     labels = [p.config.label for p in providers]
     errors = [e for o in outcomes for e in o.errors]
-    from .report.load import config_label
+    from ..report.load import config_label
 
     results = [r for r in read_jsonl(out_dir / "results.jsonl", follow=False)
                if isinstance(r.get("config"), dict) and config_label(r["config"]) in labels
@@ -361,8 +362,8 @@ def demo_cmd(
     apply_suite(suite_opt)
     apply_userland(userland)
 
-    from .demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
-    from .report import compute, load_records, render_terminal, write_html
+    from ..demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
+    from ..report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports) if transports else TRANSPORTS
     if out_dir is not None:

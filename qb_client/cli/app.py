@@ -1,4 +1,4 @@
-"""The ``quotebench`` Typer app and its global options; commands live in the cli_* modules."""
+"""The ``quotebench`` Typer app and its global options; commands live in the other modules of :mod:`qb_client.cli`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .console import fail
+from ..console import fail
 
 # -h is --help on every command (click passes help_option_names down to the subcommands' contexts)
 CONTEXT = {"help_option_names": ["-h", "--help"]}
