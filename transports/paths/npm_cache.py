@@ -22,17 +22,15 @@ Failure
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from .. import needs
 from ..needs import MissingComponent, Status
 from ..sandbox import SYSTEM_PATH
+from .install_once import install_once
 
 __all__ = ["MissingComponent", "cache_root", "node_program", "npm_reason", "package_dir", "prefix_of", "status"]
 
@@ -132,55 +130,27 @@ def status(package: str, version: str, *, node: bool = True) -> Status:
 
 
 def package_dir(package: str, version: str, *, retry: bool = False, timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
-    """The prefix holding ``node_modules/<package>`` at exactly ``version``; installed on first use. A
-    failure is remembered: later calls in this process raise the same line at once, unless ``retry``.
-    ``timeout_s`` bounds npm (a large package, Claude Code's 235 MB, gets longer)."""
-    prefix = prefix_of(package, version)
-    if _installed_version(prefix, package) == version:
-        return prefix
-    if not retry and prefix in _failed:
-        raise MissingComponent(_failed[prefix])
-    try:
+    """The prefix holding ``node_modules/<package>`` at exactly ``version``; installed on first use
+    (:func:`~transports.paths.install_once.install_once`: a failure is remembered, later calls in this process
+    raise the same line at once, unless ``retry``). ``timeout_s`` bounds npm (Claude Code's 235 MB gets longer)."""
+    npm: list[str] = []
+
+    def preflight() -> None:
         node_program()
-        npm = needs.find_program("npm")
-        if npm is None:
+        found = needs.find_program("npm")
+        if found is None:
             raise MissingComponent(f"npm is not installed, so {package}@{version} cannot be installed "
                                    "(Debian package: npm; apt-get install npm)")
-        try:
-            prefix.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(prefix.parent / ".lock", "w")
-        except OSError as e:
-            raise MissingComponent(f"cannot create the npm cache {prefix.parent}: {e.strerror or e}") from None
-    except MissingComponent as e:
-        raise _remember(prefix, package, str(e), retry) from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _installed_version(prefix, package) == version:  # another process finished it meanwhile
-            return prefix
-        if not retry and prefix in _failed:  # another thread of this process failed meanwhile
-            raise MissingComponent(_failed[prefix])
-        try:
-            done = _install(npm, prefix, package, version, timeout_s)
-        except MissingComponent as e:  # remembered before the lock is let go, so no thread tries again
-            raise _remember(prefix, package, str(e), retry) from None
-        _failed.pop(prefix, None)
-        return done
+        npm.append(found)
+
+    return install_once(prefix_of(package, version), failed=_failed,
+                        installed=lambda where: _installed_version(where, package) == version, preflight=preflight,
+                        install=lambda staging: _install(npm[0], staging, package, version, timeout_s), cache="npm",
+                        retry_hint=f"quotebench components install {component_name(package)}", retry=retry)
 
 
-def _remember(prefix: Path, package: str, why: str, retry: bool) -> MissingComponent:
-    """Remember that ``prefix`` could not be had (the error to raise); an automatic attempt says how to retry."""
-    if not retry:
-        why += f"; not retried in this process (quotebench components install {component_name(package)} retries)"
-    _failed[prefix] = why
-    return MissingComponent(why)
-
-
-def _install(npm: str, prefix: Path, package: str, version: str, timeout_s: float) -> Path:
-    """Install into a staging prefix, check the version, rename into place (the caller holds the lock)."""
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}-", dir=prefix.parent))
-    except OSError as e:
-        raise MissingComponent(f"cannot write to the npm cache {prefix.parent}: {e.strerror or e}") from None
+def _install(npm: str, staging: Path, package: str, version: str, timeout_s: float) -> None:
+    """npm into the staging prefix, its version checked (the caller holds the lock and renames it into place)."""
     try:
         done = subprocess.run(
             [npm, "install", "--prefix", str(staging), f"{package}@{version}", "--no-audit", "--no-fund",
@@ -189,13 +159,7 @@ def _install(npm: str, prefix: Path, package: str, version: str, timeout_s: floa
             env=_host_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        shutil.rmtree(staging, ignore_errors=True)
         raise MissingComponent(f"npm install {package}@{version} failed: {e}") from None
     if done.returncode != 0 or _installed_version(staging, package) != version:
-        shutil.rmtree(staging, ignore_errors=True)
         raise MissingComponent(f"npm install {package}@{version} failed (exit {done.returncode}): "
                                f"{npm_reason(done.stderr)}")
-    shutil.rmtree(prefix, ignore_errors=True)
-    os.rename(staging, prefix)
-    prefix.chmod(0o755)
-    return prefix

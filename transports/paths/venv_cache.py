@@ -21,16 +21,14 @@ Failure
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from .. import needs
 from ..needs import MissingComponent, Status
 from ..sandbox import SYSTEM_PATH
+from .install_once import install_once
 
 INSTALL_TIMEOUT_S = 900
 
@@ -67,48 +65,25 @@ def status(dist: str, version: str) -> Status:
 
 def venv_dir(dist: str, version: str, pins: tuple[str, ...] = (), *, retry: bool = False,
              timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
-    """The venv holding ``dist`` at exactly ``version`` (and ``pins``); installed on first use."""
-    prefix = prefix_of(dist, version)
-    if installed_version(prefix, dist) == version:
-        return prefix
-    if not retry and prefix in _failed:
-        raise MissingComponent(_failed[prefix])
-    python = needs.find_program("python3")
-    try:
-        if python is None:
+    """The venv holding ``dist`` at exactly ``version`` (and ``pins``); installed on first use
+    (:func:`~transports.paths.install_once.install_once`)."""
+    python: list[str] = []
+
+    def preflight() -> None:
+        found = needs.find_program("python3")
+        if found is None:
             raise MissingComponent(f"python3 is not installed, so {dist}=={version} cannot be installed "
                                    "(Debian package: python3)")
-        try:
-            prefix.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(prefix.parent / ".lock", "w")
-        except OSError as e:
-            raise MissingComponent(f"cannot create the venv cache {prefix.parent}: {e.strerror or e}") from None
-    except MissingComponent as e:
-        raise _remember(prefix, dist, str(e), retry) from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if installed_version(prefix, dist) == version:
-            return prefix
-        try:
-            _install(python, prefix, dist, version, pins, timeout_s)
-        except MissingComponent as e:
-            raise _remember(prefix, dist, str(e), retry) from None
-        _failed.pop(prefix, None)
-        return prefix
+        python.append(found)
+
+    return install_once(prefix_of(dist, version), failed=_failed,
+                        installed=lambda where: installed_version(where, dist) == version, preflight=preflight,
+                        install=lambda staging: _install(python[0], staging, dist, version, pins, timeout_s),
+                        cache="venv", retry_hint=f"quotebench components install {dist}", retry=retry)
 
 
-def _remember(prefix: Path, dist: str, why: str, retry: bool) -> MissingComponent:
-    if not retry:
-        why += f"; not retried in this process (quotebench components install {dist} retries)"
-    _failed[prefix] = why
-    return MissingComponent(why)
-
-
-def _install(python: str, prefix: Path, dist: str, version: str, pins: tuple[str, ...], timeout_s: float) -> None:
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}-", dir=prefix.parent))
-    except OSError as e:
-        raise MissingComponent(f"cannot write to the venv cache {prefix.parent}: {e.strerror or e}") from None
+def _install(python: str, staging: Path, dist: str, version: str, pins: tuple[str, ...], timeout_s: float) -> None:
+    """A venv of the system's python3 in the staging directory, then pip, the version checked."""
     env = dict(os.environ)
     env["PATH"] = SYSTEM_PATH + (":" + env["PATH"] if env.get("PATH") else "")
     env.pop("PYTHONPATH", None)
@@ -123,14 +98,7 @@ def _install(python: str, prefix: Path, dist: str, version: str, pins: tuple[str
                 said = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
                 why = next((ln for ln in reversed(said) if ln.startswith("ERROR")), said[-1] if said else "(no output)")
                 raise MissingComponent(f"pip install {dist}=={version} failed (exit {done.returncode}): {why[:300]}")
-        if installed_version(staging, dist) != version:
-            raise MissingComponent(f"pip install {dist}=={version} did not install that version")
     except (OSError, subprocess.TimeoutExpired) as e:
-        shutil.rmtree(staging, ignore_errors=True)
         raise MissingComponent(f"pip install {dist}=={version} failed: {e}") from None
-    except MissingComponent:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(prefix, ignore_errors=True)
-    os.rename(staging, prefix)
-    prefix.chmod(0o755)
+    if installed_version(staging, dist) != version:
+        raise MissingComponent(f"pip install {dist}=={version} did not install that version")
