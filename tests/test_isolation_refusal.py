@@ -88,3 +88,32 @@ def test_offline_runs_say_so_once_and_records_say_root(tmp_path: Path) -> None:
     rec = json.loads(r.stdout)
     assert rec["limits_applied"]["user"] == "root" and rec["limits_applied"]["kernel"] == "read-only"
     assert "Read-only file system" in rec["stderr"]["text"]  # kernel interfaces stay read-only even as root
+
+
+RACE = """
+import threading, time
+from transports.sandbox import hostuid, isolation
+real = hostuid.configure
+def slow(bwrap):
+    time.sleep(0.3)
+    real(bwrap)
+hostuid.configure = slow
+first = threading.Thread(target=isolation.bwrap_program)
+first.start()
+time.sleep(0.1)  # the first thread is deciding
+isolation.bwrap_program()
+print(hostuid.user())  # raised "hostuid.configure() runs with the isolation decision" when the path came first
+first.join()
+"""
+
+
+@pytest.mark.needs("bwrap")
+def test_a_second_thread_never_sees_the_bwrap_path_before_the_uid_decision() -> None:
+    """Found by a loaded full-suite run (an Inspect eval starting two launchers at once): the bwrap path was
+    published before ``hostuid.configure`` ran, so a second thread could build a launcher before the uid
+    decision existed. Now the decision is taken under a lock and the path is published last."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() in ("dropped", "caller", "root")

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +22,7 @@ _warned = False
 
 
 _bwrap_path: list[str | None] = []
+_deciding = threading.Lock()
 
 
 _bwrap_problem: list[str] = []
@@ -63,19 +65,22 @@ def bwrap_program() -> str | None:
         hostuid.configure(None)
         return None
     if not _bwrap_path:
-        found = None
-        for candidate in _candidates():
-            try:
-                candidate = hostuid.runnable_copy(candidate)  # as root, the dropped uid must be able to run it
-            except OSError as e:
-                _bwrap_problem.append(f"{candidate} cannot be copied where uid {hostuid.DROP_UID} can run it: {e}")
-            problem = starts(candidate)
-            if problem is None:
-                found = candidate
-                break
-            _bwrap_problem.append(problem)
-        _bwrap_path.append(found)
-        hostuid.configure(found)
+        with _deciding:  # one decision per process: another thread waits for it, never sees half of it
+            if not _bwrap_path:
+                found = None
+                for candidate in _candidates():
+                    try:
+                        candidate = hostuid.runnable_copy(candidate)  # as root, the dropped uid must run it
+                    except OSError as e:
+                        _bwrap_problem.append(f"{candidate} cannot be copied where uid {hostuid.DROP_UID} can run "
+                                              f"it: {e}")
+                    problem = starts(candidate)
+                    if problem is None:
+                        found = candidate
+                        break
+                    _bwrap_problem.append(problem)
+                hostuid.configure(found)  # before the path is published: a launcher needs both
+                _bwrap_path.append(found)
     return _bwrap_path[0]
 
 
