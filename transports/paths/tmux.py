@@ -385,6 +385,8 @@ class Tmux(Route):
         # a shell killed by a signal was, as a rule, killed at the end (kill-server's SIGHUP, the timeout's
         # SIGKILL): only a shell that exited by itself has a status of its own
         exited = os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None
+        if exited is not None and trace is not None and _ended_after(trace):
+            exited = None  # after the driver's kill-server the closing pty can give bash EOF first: teardown's exit
         killed_early = (status is not None and os.WIFSIGNALED(status) and trace is not None
                         and not _ended_after(trace))
         if trace is None or trace.reader is None:
