@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 import re
+import os
 import subprocess
+from pathlib import Path
 import time
 
 import anyio
@@ -35,8 +37,29 @@ def deliver(transport: str, command: str, limits: Limits = LIMITS, files: tuple[
 
 
 def tmux_processes(pattern: str = "tmux -S /sandbox/meta/tmux-") -> list[str]:
+    """Processes matching ``pattern`` that this test process started (its descendants): tmux servers of other
+    test processes running at the same time are not this test's leftovers. A leftover that escaped the tree
+    is caught by the tests' own unique markers (``sleep 1013``), which match anywhere."""
     done = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
-    return [line for line in done.stdout.splitlines() if "pgrep" not in line]
+    lines = [line for line in done.stdout.splitlines() if "pgrep" not in line]
+    if pattern.startswith("tmux -S "):
+        lines = [line for line in lines if _descends_from_me(int(line.split()[0]))]
+    return lines
+
+
+def _descends_from_me(pid: int) -> bool:
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid <= 1:
+            return False
+    return False
 
 
 # -- tmux's own parse of the key arguments -------------------------------------------------------
