@@ -63,45 +63,43 @@ def _inspect_ai() -> bool:
         ep.name == "quotebench" for ep in entry_points(group="inspect_ai"))
 
 
-def _shell_quote() -> bool | str:
-    """The npm shell-quote package of the shell-quote-eval path, installed into the cache on first use;
-    when it cannot be had, npm's own reason (tried once per session, like every component). The probe
-    does not wait out npm's retries of an unreachable registry (about 70 s): ``.ci/run`` installs the
-    package beforehand with ``quotebench components install``, which does."""
+def _npm_probe(install: Callable[[], object]) -> bool | str:
+    """True once ``install`` has the npm component, else its one-line reason; npm's retries of an
+    unreachable registry (about 70 s) are not waited out: ``.ci/run`` installs beforehand."""
     from transports.components import MissingComponent
-    from transports.paths.npm_cache import package_dir
-    from transports.paths.shell_quote_eval import PACKAGE, VERSION
 
     own = os.environ.get("npm_config_fetch_retries")
     os.environ.setdefault("npm_config_fetch_retries", "0")
     try:
-        package_dir(PACKAGE, VERSION)
+        install()
     except MissingComponent as e:
         return str(e)
     finally:
         if own is None:
             del os.environ["npm_config_fetch_retries"]
     return True
+
+
+def _shell_quote() -> bool | str:
+    """The npm shell-quote package of the shell-quote-eval path, installed into the cache on first use;
+    when it cannot be had, npm's own reason (tried once per session, like every component)."""
+    from transports.paths.npm_cache import package_dir
+    from transports.paths.shell_quote_eval import PACKAGE, VERSION
+
+    return _npm_probe(lambda: package_dir(PACKAGE, VERSION))
 
 
 def _claude_code() -> bool | str:
     """The real Claude Code harness (npm @anthropic-ai/claude-code, pinned), installed into the cache on first
     use like shell-quote (``.ci/run`` installs it beforehand with ``quotebench components install``)."""
-    from transports.components import MissingComponent
     from transports.harnesses.claude_code import CLAUDE_CODE, ClaudeCode
 
-    own = os.environ.get("npm_config_fetch_retries")
-    os.environ.setdefault("npm_config_fetch_retries", "0")
-    try:
+    def install() -> None:
         CLAUDE_CODE.ensure()
         route = ClaudeCode()
         route.program(route.installed())
-    except MissingComponent as e:
-        return str(e)
-    finally:
-        if own is None:
-            del os.environ["npm_config_fetch_retries"]
-    return True
+
+    return _npm_probe(install)
 
 
 def _mini_swe_agent() -> bool | str:
