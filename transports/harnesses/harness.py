@@ -14,7 +14,8 @@ hold the harness, its courier and everything R starts)
        ``/dev/null``.
     4. The harness asks the courier, which answers with one tool call carrying R, then ends the run (a text
        end of turn, or the harness's own submit command).
-    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness) and
+    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness, or
+       :meth:`HarnessRoute.final_shell_in` where the trace's forks are needed) and
        computes ``received`` from it (:mod:`transports.harnesses.dequote` where the harness wraps R).
 
 What the courier's log is
