@@ -102,6 +102,18 @@ def _claude_code() -> bool | str:
     return _npm_probe(install)
 
 
+def _codex() -> bool | str:
+    """The real Codex CLI (npm @openai/codex, pinned), installed into the cache on first use like Claude Code."""
+    from transports.harnesses.codex import CODEX, Codex
+
+    def install() -> None:
+        CODEX.ensure()
+        route = Codex()
+        route.program(route.installed())
+
+    return _npm_probe(install)
+
+
 def _mini_swe_agent() -> bool | str:
     """The real mini-swe-agent harness (PyPI, pinned), installed into its per-user venv on first use (about a
     minute; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
@@ -137,6 +149,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
+    "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool | str] = {}

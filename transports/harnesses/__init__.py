@@ -5,7 +5,7 @@ What this room owns
     scripted fake model server, the *courier* (:mod:`.courier`), started beside the harness inside the
     sandbox on 127.0.0.1, and ``received`` from the kernel's exec trace), the quote removal of a harness's
     wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`,
-    :mod:`.mini_swe_agent`).
+    :mod:`.mini_swe_agent`, :mod:`.codex`).
 
 What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
@@ -36,5 +36,6 @@ def _lazy(module: str, cls: str) -> Callable[[], Transport]:
 HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
     "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
+    "codex": _lazy("codex", "Codex"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""

@@ -20,6 +20,11 @@ What it answers (docs/harnesses.md; the wire formats measured in the harness sur
     * a request that offers the function tool ``bash``: with no ``tool`` message yet, a tool call of ``bash``
       with arguments ``{"command": R}``; after it, a tool call of ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``,
       mini-swe-agent's way of ending its run.
+    OpenAI Responses (``POST .../v1/responses``; Codex streams SSE, the Agents SDK does not):
+
+    * a request that offers a shell tool (``exec_command``: Codex) with no ``function_call_output`` yet: one
+      ``function_call`` with arguments ``{"cmd": R}`` (or the offered tool's own argument name); after it a
+      text message that ends the turn.
 
     Any other path: ``404`` with an error body.
 
@@ -75,6 +80,9 @@ class Courier(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].endswith("/chat/completions"):
             self.chat(raw)
             return
+        if self.path.split("?", 1)[0].endswith("/responses"):
+            self.openai_responses(raw)
+            return
         if not self.path.split("?", 1)[0].endswith("/v1/messages"):
             self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
             return
@@ -121,6 +129,76 @@ class Courier(BaseHTTPRequestHandler):
                              "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                                  "role": "assistant", "content": "Running the command.", "tool_calls": [call]}}],
                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    # -- OpenAI Responses (Codex, the Agents SDK), a self-contained block (not `responses`: http.server's table) --
+
+    def openai_responses(self, raw: bytes) -> None:
+        """One Responses answer: the first request that offers a shell tool (``exec_command``, Codex's; else
+        ``shell_command``, ``shell``, ``bash`` or ``run_shell_command``) and carries no ``function_call_output``
+        yet gets one ``function_call`` with R under the offered tool's own argument name (``cmd`` for
+        ``exec_command``, else ``command``/``cmd`` as its schema names it); every other request gets a text
+        message that ends the turn. Streamed as SSE when the request says ``"stream": true`` (the events Codex
+        0.171 reads: ``response.created``, ``response.output_item.added``/``.done``, ``response.completed``
+        with usage; a stream without ``response.completed`` is an error to Codex), else one response object."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        model = body.get("model") if isinstance(body.get("model"), str) else "courier"
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        results = [i for i in items if isinstance(i, dict)
+                   and i.get("type") in ("function_call_output", "custom_tool_call_output")]
+        for i in results:
+            self.note(f"tool_result {json.dumps(i.get('output'))}")
+        tools = {t.get("name"): t for t in body.get("tools") or []
+                 if isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("name"), str)}
+        name = next((n for n in self.RESPONSES_SHELL_TOOLS if n in tools), None)
+        if name is not None and not results:
+            props = (tools[name].get("parameters") or {}).get("properties") or {}
+            key = "cmd" if name == "exec_command" or "cmd" in props else "command"
+            value: Any = self.r_command
+            if isinstance(props.get(key), dict) and props[key].get("type") == "array":
+                value = ["bash", "-lc", self.r_command]  # a shell tool whose command is an argv (Codex's older `shell`)
+            item: dict[str, Any] = {"type": "function_call", "id": "fc_qb_1", "call_id": "call_qb_1", "name": name,
+                                    "arguments": json.dumps({key: value}), "status": "completed"}
+            self.note(f"answer {name} R")
+        else:
+            item = {"type": "message", "id": "msg_qb_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
+            self.note("answer end_turn")
+        done = self.responses_object(model, [item])
+        if not body.get("stream"):
+            self.send_json(200, done)
+            return
+        events = [{"type": "response.created", "sequence_number": 0,
+                   "response": {**done, "status": "in_progress", "output": [], "usage": None}},
+                  {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+                   "item": {**item, "status": "in_progress"}},
+                  {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item},
+                  {"type": "response.completed", "sequence_number": 3, "response": done}]
+        self.send_events([(e["type"], e) for e in events])
+
+    RESPONSES_SHELL_TOOLS = ("exec_command", "shell_command", "shell", "bash", "run_shell_command")
+    """The shell tools a Responses request may offer, in the order the courier prefers them."""
+
+    @staticmethod
+    def responses_object(model: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """A completed Responses object (the fields openai-python's ``Response`` and Codex read), with usage."""
+        return {"id": "resp_qb_1", "object": "response", "created_at": 0, "status": "completed", "model": model,
+                "output": output, "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
+                "parallel_tool_calls": False, "temperature": 1.0, "top_p": 1.0, "tool_choice": "auto", "tools": [],
+                "usage": {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}}
+
+    def send_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        data = b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()

@@ -14,7 +14,8 @@ hold the harness, its courier and everything R starts)
        ``/dev/null``.
     4. The harness asks the courier, which answers with one tool call carrying R, then ends the run (a text
        end of turn, or the harness's own submit command).
-    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness) and
+    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness, or
+       :meth:`HarnessRoute.final_shell_in` where the trace's forks are needed) and
        computes ``received`` from it (:mod:`transports.harnesses.dequote` where the harness wraps R).
 
 What the courier's log is
@@ -36,7 +37,7 @@ from ..components import Component
 from ..needs import MissingComponent
 from ..paths.route import Route
 from ..sandbox import ArgumentTooLong, Sandbox
-from ..sandbox.exectrace import Exec
+from ..sandbox.exectrace import Exec, Trace
 from ..shells import DEFAULT, Shell
 from .courier import LOG_CAP
 
@@ -98,6 +99,16 @@ class HarnessRoute(Route):
     def final_shell(self, execs: list[Exec]) -> Final:
         raise NotImplementedError
 
+    def final_shell_in(self, trace: Trace | None) -> Final:
+        """The final shell from the whole trace; a harness whose shell is started by a thread or helper process
+        of its own (Codex) reads the trace's forks too. By default :meth:`final_shell` on its execs."""
+        return self.final_shell(list(trace.execs) if trace is not None else [])
+
+    def run_env(self, run_dir: str) -> dict[str, str]:
+        """Variables naming the run's own directory (as the sandbox names it; writable, removed after the run),
+        for a harness that keeps state or configuration there (Codex's ``CODEX_HOME``). None by default."""
+        return {}
+
     # -- the frame -----------------------------------------------------------
 
     def installed(self) -> Path:
@@ -137,11 +148,13 @@ class HarnessRoute(Route):
         info = HarnessRun(self.harness, self.version)
         try:
             ex = await sandbox.run(["/bin/sh", "-c", LAUNCHER, "qb-harness", courier, command_file, log, self.url_var,
-                                    self.url_path, *self.argv(inside_program)], env=self.env(), binds=((prefix, mount),))
+                                    self.url_path, *self.argv(inside_program)],
+                                   env={**self.env(), **self.run_env(sandbox.inside(sandbox.meta / rel))},
+                                   binds=((prefix, mount),))
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e), harness=info)
         info.log = _read_log(sandbox, f"{rel}/courier.log")
-        final = self.final_shell(list(ex.trace.execs) if ex.trace is not None else [])
+        final = self.final_shell_in(ex.trace)
         info.wrapper = final.wrapper
         note = final.note
         if final.exec is None and ex.exit_code == COURIER_FAILED and "courier did not start" in ex.stderr.text:
