@@ -1,0 +1,115 @@
+"""Running an audit: which probes go through which route, at once, and the document they make.
+
+The runs (each in a fresh sandbox of its own, all at once up to ``concurrency``)
+    through the harness: ``main`` (the shell probe, ending ``exit 7``), ``cap`` (200,000 bytes of output, then
+    ``set -e; false; ...``, ending in blanks), ``trim`` (leading blanks, a trailing backslash), ``constructs``
+    (``$(...)``, backticks and ``<(...)`` together; one run each only when they did not arrive whole);
+    through ``raw`` on the route's own final shell (``raw`` for bash, ``raw@dash`` for ``/bin/sh``), the
+    baseline: ``main`` and ``cap``, so every row that R can observe has the value without the harness beside it.
+Nothing is specific to a harness: the route object says how to run it (``deliver``), which exec is its final
+shell (``final_shell``) and which shell that is (``shell``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from transports.harnesses import HARNESSES
+from transports.harnesses.harness import HarnessRoute
+from transports.raw import Raw
+from transports.sandbox import Limits
+from transports.sandbox.exectrace import Exec
+
+from . import probes
+from .model import Audit, Run
+from .rows import Runs, rows
+from .run import Observation, crashed, observe
+
+ATTEMPTS = 3
+"""A run whose harness died of a signal before it started a final shell (:func:`.run.crashed`) is run again, up to
+this many times in all; the crashes are kept on the run."""
+DEFAULT_TIMEOUT_S = 120.0
+"""Per run: a loaded 2-core machine has taken 45 s for one mini-swe-agent run with three others beside it."""
+
+
+class AuditError(RuntimeError):
+    """The audit could not be made: an unknown harness, or a component the route needs is missing."""
+
+
+def route_of(name: str) -> HarnessRoute:
+    factory = HARNESSES.get(name)
+    if factory is None:
+        raise AuditError(f"unknown harness '{name}' (known: {', '.join(HARNESSES)})")
+    route = factory()
+    if not isinstance(route, HarnessRoute):
+        raise AuditError(f"harness '{name}' is not a HarnessRoute; it cannot be audited")
+    return route
+
+
+def baseline_name(route: HarnessRoute) -> str:
+    return "raw" if route.shell.name == "bash" else f"raw@{route.shell.name}"
+
+
+async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency: int = 4) -> Audit:
+    """Send the probes through harness ``name`` and ``raw``, and make the document (:mod:`.rows`)."""
+    route = route_of(name)
+    raw = Raw(route.shell)
+    limits = Limits(timeout_s=timeout_s)
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+    def final(execs: list[Exec]) -> Exec | None:
+        return route.final_shell(execs).exec
+
+    def first(execs: list[Exec]) -> Exec | None:
+        return execs[0] if execs else None
+
+    async def batch(jobs: dict[str, tuple[object, Callable[[str], str], Callable[[list[Exec]], Exec | None]]]
+                    ) -> dict[str, Observation]:
+        done: dict[str, Observation] = {}
+
+        async def one(key: str, transport: object, probe: Callable[[str], str],
+                      final_of: Callable[[list[Exec]], Exec | None]) -> None:
+            async with limiter:
+                label = baseline_name(route) if key.startswith("raw ") else None
+                crashes: list[str] = []
+                for _ in range(ATTEMPTS):
+                    ob = await observe(transport, probe, final_of, limits, label)  # type: ignore[arg-type]
+                    if not crashed(ob):
+                        break
+                    crashes.append(f"exit {ob.exit_code}: {ob.stderr.strip()[-200:]}")
+                ob.crashes = crashes
+                done[key] = ob
+
+        async with anyio.create_task_group() as tg:
+            for key, (transport, probe, final_of) in jobs.items():
+                tg.start_soon(one, key, transport, probe, final_of)
+        return done
+
+    seen = await batch({
+        "main": (route, probes.main_probe, final), "cap": (route, probes.cap_probe, final),
+        "trim": (route, probes.trim_probe, final), "constructs": (route, probes.constructs_probe, final),
+        "raw main": (raw, probes.main_probe, first), "raw cap": (raw, probes.cap_probe, first),
+    })
+    for ob in seen.values():
+        if ob.harness_error is not None:
+            raise AuditError(ob.harness_error)
+    together = seen["constructs"]
+    if together.received != together.command:
+        seen |= await batch({f"construct {n}": (route, _one_construct(n), final) for n in probes.CONSTRUCTS})
+    runs = Runs(route=route, baseline=baseline_name(route), seen=seen, timeout_s=timeout_s)
+    isolation = next((o.isolation for o in seen.values() if o.isolation is not None), None)
+    return Audit(harness=route.harness, version=route.version, route=route.boundary, baseline=runs.baseline,
+                 isolation=isolation, rows=rows(runs), runs=[_run(k, o) for k, o in seen.items()])
+
+
+def _one_construct(name: str) -> Callable[[str], str]:
+    return lambda o: probes.constructs_probe(o, [name])
+
+
+def _run(key: str, ob: Observation) -> Run:
+    return Run(probe=key.removeprefix("raw "), transport=ob.transport, received_equals_command=ob.received == ob.command,
+               received_note=ob.received_note, transport_error=ob.transport_error, exit_code=ob.exit_code,
+               timed_out=ob.timed_out, exec_ms=round(ob.exec_ms, 1) if ob.exec_ms is not None else None,
+               crashes=ob.crashes)
