@@ -98,7 +98,7 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
     together = seen["constructs"]
     if together.received != together.command:
         seen |= await batch({f"construct {n}": (route, _one_construct(n), final) for n in probes.CONSTRUCTS})
-    runs = Runs(route=route, baseline=baseline_name(route), seen=seen, timeout_s=timeout_s)
+    runs = Runs(route=route, baseline=baseline_name(route), seen=seen)
     isolation = next((o.isolation for o in seen.values() if o.isolation is not None), None)
     return Audit(harness=route.harness, version=route.version, route=route.boundary, baseline=runs.baseline,
                  isolation=isolation, rows=rows(runs), runs=[_run(k, o) for k, o in seen.items()])

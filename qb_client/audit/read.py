@@ -57,7 +57,7 @@ def shown(name: str, value: str | None) -> str:
 def escaped(value: str, cap: int = 300) -> str:
     """A value on one line: JSON string escapes, without the quotes; cut at ``cap`` characters."""
     s = json.dumps(value, ensure_ascii=False)[1:-1]
-    return s if len(s) <= cap else s[:cap] + f"... ({len(value)} characters)"
+    return s if len(s) <= cap else s[:cap] + "..."
 
 
 def on_options(listing: str | None) -> list[str]:
@@ -114,31 +114,39 @@ def descriptor(target: str) -> str:
 
 @dataclass
 class ToolResult:
-    """The first tool result a harness reported to the courier: its text as logged (cut at 4 KiB) and its length."""
+    """The first tool result a harness reported to the courier: its text as logged (cut at 4 KiB), its length and
+    its last 256 characters (None from a courier that did not log them)."""
 
     text: str
     chars: int | None
     whole: bool
+    tail: str | None = None
 
 
 def tool_result(log: str | None) -> ToolResult | None:
-    """The first ``tool_result`` line of the courier's log (``tool_result chars=N JSON``; older couriers wrote no
-    ``chars=``). The text is the content's string, or its text blocks joined."""
+    """The first ``tool_result`` line of the courier's log (``tool_result chars=N tail=JSON JSON``; older couriers
+    wrote neither field). The text is the content's string, or its text blocks joined."""
     for line in (log or "").splitlines():
         if not line.startswith("tool_result "):
             continue
         rest = line[len("tool_result "):]
-        chars = None
+        chars, tail = None, None
         if (m := re.match(r"chars=(\d+) ", rest)) is not None:
             chars, rest = int(m.group(1)), rest[m.end():]
+        if rest.startswith("tail="):
+            try:
+                tail, end = json.JSONDecoder().raw_decode(rest, len("tail="))
+                rest = rest[end:].lstrip(" ")
+            except ValueError:
+                tail = None
         try:
             content = json.loads(rest)
         except ValueError:
-            return ToolResult(_prefix(rest), chars, False)  # the line was cut at 4 KiB
+            return ToolResult(_prefix(rest), chars, False, tail)  # the line was cut at 4 KiB
         if isinstance(content, list):
             content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
         value = content if isinstance(content, str) else json.dumps(content)
-        return ToolResult(value, chars if chars is not None else len(value), True)
+        return ToolResult(value, chars if chars is not None else len(value), True, value[-256:])
     return None
 
 

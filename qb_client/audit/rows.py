@@ -34,7 +34,6 @@ class Runs:
     route: HarnessRoute
     baseline: str
     seen: dict[str, Observation]
-    timeout_s: float
 
     def harness(self) -> list[Observation]:
         return [self.seen[k] for k in HARNESS_RUNS if k in self.seen]
@@ -250,12 +249,13 @@ def _status(main: Observation, raw: Observation) -> list[Row]:
 def _output(runs: Runs) -> list[Row]:
     cap = runs.seen["cap"]
     result = tool_result(cap.log)
-    how = "the courier's log: the tool result's length (chars=) and its first 4 KiB"
+    how = "the courier's log: the tool result's length (chars=), last 256 characters (tail=) and first 4 KiB"
     if result is None:
         return [_row("output.chars", "output", f"printing {probes.CAP_BYTES} bytes: characters the model gets",
                      "no tool result reached the courier", None, how)]
     first, last = "L000001", f"L{probes.CAP_BYTES // 8:06d}"
-    last_seen = ("yes" if last in result.text else "no") if result.whole else "not seen (the log keeps 4 KiB of a line)"
+    seen = result.text if result.whole else result.tail
+    last_seen = "not seen (this courier logs no tail)" if seen is None else "yes" if last in seen else "no"
     return [
         _row("output.chars", "output", f"printing {probes.CAP_BYTES} bytes: characters the model gets",
              str(result.chars) if result.chars is not None else "unknown", None, how),
@@ -263,13 +263,15 @@ def _output(runs: Runs) -> list[Row]:
              None, how),
         _row("output.last", "output", f"its last line ({last}) is in it", last_seen, None, how),
         _row("output.text", "output", "how the tool result begins", escaped(result.text, 200), None, how, stable=False),
+        _row("output.end", "output", "how it ends", escaped(seen[-64:] if seen is not None else "-", 100), None, how,
+             stable=False),
     ]
 
 
 def _time(runs: Runs) -> list[Row]:
     return [_row("time.cap", "time", "a time limit on one command",
                  "not measured: a harness's own limit, if any, lies beyond a cheap run; finding it would hold a run "
-                 f"open until it fires (the sandbox cuts every run here at {runs.timeout_s:g} s)", None, "-")]
+                 "open until it fires (the sandbox cuts every run here at its own limit, --timeout)", None, "-")]
 
 
 def _set_e(runs: Runs) -> list[Row]:

@@ -32,17 +32,17 @@ def audit_cmd(
     stdin and ttys, what the model is told of an exit status and a long output, set -e, trimming, refused
     constructs. Each run costs what a harness run costs (1-7 s; mini-swe-agent more when loaded). Exit 0;
     2 for an unknown NAME or a bad --from file; 1 when the harness cannot run here."""
+    from transports.harnesses import HARNESSES
+
+    if name not in HARNESSES:
+        fail(f"unknown harness '{name}' (known: {', '.join(HARNESSES)})")
     import anyio
     from pydantic import ValidationError
-
-    from transports.harnesses import HARNESSES
 
     from ..audit.measure import AuditError, audit
     from ..audit.model import Audit
     from ..audit.render import markdown, runs_table, table
 
-    if name not in HARNESSES:
-        fail(f"unknown harness '{name}' (known: {', '.join(HARNESSES)})")
     if source is not None:
         try:
             doc = Audit.model_validate_json(source.read_bytes())

@@ -156,14 +156,14 @@ class Courier(BaseHTTPRequestHandler):
 
 
 def result_line(content: Any) -> str:
-    """The log line of one tool result: ``tool_result chars=N JSON``, N the length in characters of the text the
-    harness reported (a string, or the ``text`` of a list of blocks), counted before the log line is cut at
-    4 KiB, so a harness's output cap can be measured (``quotebench harness audit``)."""
+    """The log line of one tool result: ``tool_result chars=N tail=JSON JSON``: N the length in characters of the
+    text the harness reported (a string, or the ``text`` of a list of blocks) and its last 256 characters, taken
+    before the log line is cut at 4 KiB, so a harness's output cap can be measured (``quotebench harness audit``)."""
     if isinstance(content, str):
-        chars = len(content)
+        text = content
     else:
-        chars = sum(len(b["text"]) for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
-    return f"tool_result chars={chars} {json.dumps(content)}"
+        text = "".join(b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return f"tool_result chars={len(text)} tail={json.dumps(text[-256:])} {json.dumps(content)}"
 
 
 def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:
