@@ -125,6 +125,18 @@ def test_a_saved_audit_renders_without_a_run(capsys, monkeypatch) -> None:
     assert code == 0 and Audit.model_validate_json(out) == committed("mini-swe-agent")
 
 
+def test_a_harness_that_cannot_be_installed_is_one_line_exit_1(tmp_path, monkeypatch, capsys, require) -> None:
+    require("bwrap")
+    require("npm")
+    for k, v in {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "npm_config_registry": "http://127.0.0.1:1/",
+                 "npm_config_cache": str(tmp_path / "npm-cache"), "npm_config_fetch_retries": "0"}.items():
+        monkeypatch.setenv(k, v)
+    code, out, err = cli(capsys, monkeypatch, "harness", "audit", "claude-code", "--json")
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("quotebench: error: claude-code: npm install @anthropic-ai/claude-code@") and \
+        "Traceback" not in err
+
+
 # -- reading what a probe left ------------------------------------------------------------------------------------
 
 @pytest.mark.needs("bwrap")

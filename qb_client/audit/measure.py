@@ -12,6 +12,7 @@ shell (``final_shell``) and which shell that is (``shell``).
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import anyio
@@ -78,7 +79,7 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
                     ob = await observe(transport, probe, final_of, limits, label)  # type: ignore[arg-type]
                     if not crashed(ob):
                         break
-                    crashes.append(f"exit {ob.exit_code}: {ob.stderr.strip()[-200:]}")
+                    crashes.append(signal_name(ob.exit_code))
                 ob.crashes = crashes
                 done[key] = ob
 
@@ -102,6 +103,14 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
     isolation = next((o.isolation for o in seen.values() if o.isolation is not None), None)
     return Audit(harness=route.harness, version=route.version, route=route.boundary, baseline=runs.baseline,
                  isolation=isolation, rows=rows(runs), runs=[_run(k, o) for k, o in seen.items()])
+
+
+def signal_name(code: int | None) -> str:
+    """``exit 132 (SIGILL)``: what a crash is recorded as (its stderr, a crash reporter's text and link, is not kept)."""
+    try:
+        return f"exit {code} ({signal.Signals((code or 0) - 128).name})"
+    except ValueError:
+        return f"exit {code}"
 
 
 def _one_construct(name: str) -> Callable[[str], str]:

@@ -168,13 +168,15 @@ def _names(main: Observation, raw: Observation) -> list[Row]:
 # -- environment ------------------------------------------------------------------------------------------------
 
 def _env(runs: Runs) -> list[Row]:
-    """Each variable whose value differs between the harness's main probe and raw's: added, changed or removed.
-    Values are masked across the runs; anything named like a key or token is shown as set, never printed."""
+    """Each variable whose value differs between the harness's main probe and raw's: added, changed or removed, and
+    by whom: the route's launcher (the names the route's ``env`` and ``url_var`` set) or the harness. Values are
+    masked across the runs; anything named like a key or token is shown as set, never printed."""
     h_envs = [e for o in runs.harness() if (e := env_of(o.files)) is not None]
     r_envs = [e for o in runs.raw() if (e := env_of(o.files)) is not None]
     if not h_envs or not r_envs:
         return [_row("env", "env", "environment", "not read: the probe wrote no env dump", None, "the probes")]
     h, r = h_envs[0], r_envs[0]
+    launcher = set(runs.route.env()) | {runs.route.url_var}  # what the route itself sets for the harness
     out = []
     for name in sorted(set(h) | set(r)):
         if h.get(name) == r.get(name):
@@ -182,7 +184,8 @@ def _env(runs: Runs) -> list[Row]:
         hv, h_ok = _env_value(name, [e.get(name) for e in h_envs])
         rv, r_ok = _env_value(name, [e.get(name) for e in r_envs])
         kind = "added" if name not in r else "removed" if name not in h else "changed"
-        out.append(_row(f"env.{name}", "env", f"${name} ({kind})", hv, rv,
+        by = "the route's launcher" if name in launcher else "the harness"
+        out.append(_row(f"env.{name}", "env", f"${name} ({kind}: {by})", hv, rv,
                         "env -0 in every probe, the harness's against raw's", h_ok and r_ok))
     if not out:
         out.append(_row("env", "env", "environment", "the same as raw's", "-", "env -0 in every probe"))

@@ -47,7 +47,6 @@ class Observation:
     timed_out: bool = False
     exec_ms: float | None = None
     isolation: str | None = None
-    stderr: str = ""
     crashes: list[str] = field(default_factory=list)
     log: str | None = None
     final: Exec | None = None
@@ -79,7 +78,6 @@ async def observe(transport: Transport, command_of: Callable[[str], str], final_
             ob.log, ob.wrapper = d.harness.log, d.harness.wrapper
         if (ex := d.execution) is not None:
             ob.exit_code, ob.timed_out, ob.exec_ms, ob.isolation = ex.exit_code, ex.timed_out, ex.exec_ms, ex.isolation
-            ob.stderr = ex.stderr.text[-300:]
             ob.final = final_of(list(ex.trace.execs) if ex.trace is not None else [])
         ob.files = _read_dir(box, f"work/{probes.OUT}")
         try:
@@ -90,8 +88,8 @@ async def observe(transport: Transport, command_of: Callable[[str], str], final_
 
 
 def crashed(ob: Observation) -> bool:
-    """The harness died of a signal before it started any final shell: a crash of the harness (Claude Code 2.1.197
-    has died of SIGILL a few times with four runs at once on a loaded machine), not something it does to R."""
+    """The harness died of a signal before it started any final shell: a crash of the harness (Claude Code 2.1.197's
+    runtime died of SIGILL in 5 of about 50 runs here, on a loaded machine), not something it does to R."""
     return ob.final is None and not ob.timed_out and ob.exit_code is not None and ob.exit_code > 128
 
 

@@ -58,7 +58,7 @@ def audit_cmd(
         try:
             doc = anyio.run(lambda: audit(name, timeout_s=timeout, concurrency=concurrency))
         except AuditError as e:
-            err.print(f"quotebench: error: {name}: {e}")
+            err.print(f"quotebench: error: {e}")
             raise typer.Exit(1)
     if as_json:
         print_json(doc.model_dump(mode="json"))
