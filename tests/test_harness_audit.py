@@ -16,10 +16,11 @@ import anyio
 import pytest
 
 from qb_client.audit import probes
-from qb_client.audit.measure import audit, route_of, AuditError
+from qb_client.audit.measure import audit
 from qb_client.audit.model import Audit
 from qb_client.audit.read import mask, shown, tool_result, type_kinds
 from qb_client.audit.render import docs_block, markdown, with_block
+from qb_client.audit.route import AuditError, route_of
 from qb_client.audit.rows import template
 from qb_client.audit.run import observe
 from transports.harnesses import HARNESSES
@@ -145,7 +146,8 @@ def test_files_a_command_turns_into_links_or_fifos_are_not_read() -> None:
     def command(o: str) -> str:
         return (f"mkfifo {o}/env; ln -s /etc/passwd {o}/pid; mkdir {o}/flags; echo hBc > {o}/set_o; "
                 f"ln -s /etc {o}/../qb-audit-link")
-    ob = anyio.run(lambda: observe(Raw(), command, lambda e: e[0] if e else None, Limits(timeout_s=20)))
+    ob = anyio.run(lambda: observe(Raw(), command, lambda t: t.execs[0] if t and t.execs else None,
+                                   Limits(timeout_s=20)))
     assert set(ob.files) == {"set_o"} and ob.files["set_o"] == b"hBc\n"
     assert ob.final is not None and ob.received == ob.command
 

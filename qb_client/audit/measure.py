@@ -17,14 +17,13 @@ from collections.abc import Callable
 
 import anyio
 
-from transports.harnesses import HARNESSES
-from transports.harnesses.harness import HarnessRoute
 from transports.raw import Raw
 from transports.sandbox import Limits
-from transports.sandbox.exectrace import Exec
+from transports.sandbox.exectrace import Exec, Trace
 
 from . import probes
 from .model import Audit, Run
+from .route import AuditError, baseline_name, final_shell, route_of
 from .rows import Runs, rows
 from .run import Observation, crashed, observe
 
@@ -35,24 +34,6 @@ DEFAULT_TIMEOUT_S = 120.0
 """Per run: a loaded 2-core machine has taken 45 s for one mini-swe-agent run with three others beside it."""
 
 
-class AuditError(RuntimeError):
-    """The audit could not be made: an unknown harness, or a component the route needs is missing."""
-
-
-def route_of(name: str) -> HarnessRoute:
-    factory = HARNESSES.get(name)
-    if factory is None:
-        raise AuditError(f"unknown harness '{name}' (known: {', '.join(HARNESSES)})")
-    route = factory()
-    if not isinstance(route, HarnessRoute):
-        raise AuditError(f"harness '{name}' is not a HarnessRoute; it cannot be audited")
-    return route
-
-
-def baseline_name(route: HarnessRoute) -> str:
-    return "raw" if route.shell.name == "bash" else f"raw@{route.shell.name}"
-
-
 async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency: int = 4) -> Audit:
     """Send the probes through harness ``name`` and ``raw``, and make the document (:mod:`.rows`)."""
     route = route_of(name)
@@ -60,18 +41,18 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
     limits = Limits(timeout_s=timeout_s)
     limiter = anyio.CapacityLimiter(max(1, concurrency))
 
-    def final(execs: list[Exec]) -> Exec | None:
-        return route.final_shell(execs).exec
+    def final(trace: Trace | None) -> Exec | None:
+        return final_shell(route, trace)
 
-    def first(execs: list[Exec]) -> Exec | None:
-        return execs[0] if execs else None
+    def first(trace: Trace | None) -> Exec | None:
+        return trace.execs[0] if trace is not None and trace.execs else None
 
-    async def batch(jobs: dict[str, tuple[object, Callable[[str], str], Callable[[list[Exec]], Exec | None]]]
+    async def batch(jobs: dict[str, tuple[object, Callable[[str], str], Callable[[Trace | None], Exec | None]]]
                     ) -> dict[str, Observation]:
         done: dict[str, Observation] = {}
 
         async def one(key: str, transport: object, probe: Callable[[str], str],
-                      final_of: Callable[[list[Exec]], Exec | None]) -> None:
+                      final_of: Callable[[Trace | None], Exec | None]) -> None:
             async with limiter:
                 label = baseline_name(route) if key.startswith("raw ") else None
                 crashes: list[str] = []

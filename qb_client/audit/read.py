@@ -79,12 +79,12 @@ def type_kinds(name: str, listing: str | None) -> str:
         if not line.startswith(f"{name} is "):
             continue
         what = line[len(name) + 4:]
-        if what.startswith("aliased to ") or what.startswith("an alias for "):
+        if what.startswith(("aliased to ", "an alias for ")):
             body = what.split(" to ", 1)[1] if what.startswith("aliased") else what[len("an alias for "):]
             kinds.append(f"alias ({body.strip('`').rstrip(chr(39))})")
         elif what in ("a function", "a shell function"):
             kinds.append("function")
-        elif what.startswith("a shell builtin") or what.startswith("a special shell builtin"):
+        elif what.startswith(("a shell builtin", "a special shell builtin")):
             kinds.append("builtin")
         elif what == "a shell keyword":
             kinds.append("keyword")
@@ -100,7 +100,7 @@ def names_of_functions(listing: str | None) -> list[str]:
 def names_of_aliases(listing: str | None) -> list[str]:
     found = []
     for line in (listing or "").splitlines():
-        line = line[len("alias "):] if line.startswith("alias ") else line
+        line = line.removeprefix("alias ")
         if "=" in line:
             found.append(line.split("=", 1)[0])
     return sorted(found)

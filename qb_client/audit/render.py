@@ -45,9 +45,10 @@ def _cell(value: str | None) -> str:
 
 def markdown(audit: Audit) -> str:
     """The audit as one Markdown table (the docs block's body)."""
-    lines = [f"Measured by `quotebench harness audit {audit.harness}` ({audit.harness} {audit.version}; every value "
+    intro = (f"Measured by `quotebench harness audit {audit.harness}` ({audit.harness} {audit.version}; every value "
              f"from a probe run through the route; `{audit.baseline}` is the same probe without the harness; "
-             "`*` marks a token that changed between runs):", "",
+             "`*` marks a token that changed between runs):")
+    lines = [intro, "",
              f"| group | measure | {audit.harness} | {audit.baseline} |", "|---|---|---|---|"]
     for r in audit.rows:
         lines.append(f"| {r.group} | {r.measure.replace('|', chr(92) + '|')} | {_cell(r.harness)} | {_cell(r.raw)} |")

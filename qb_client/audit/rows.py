@@ -20,8 +20,20 @@ from transports.sandbox.exectrace import Exec
 
 from . import probes
 from .model import Row
-from .read import (descriptor, env_of, escaped, mask, names_of_aliases, names_of_functions, on_options, shown, text,
-                   tool_result, type_kinds)
+from .read import (
+    descriptor,
+    env_of,
+    escaped,
+    mask,
+    names_of_aliases,
+    names_of_functions,
+    on_options,
+    shown,
+    text,
+    tool_result,
+    type_kinds,
+)
+from .route import launcher_names
 from .run import Observation
 
 SHELL_FILES = ("bash", "dash", "zsh", "busybox")
@@ -127,7 +139,7 @@ def rc_fact(ob: Observation, marker: str) -> str:
     of its alias, function and variable reached R."""
     final = (text(ob.files, "pid") or "").strip()
     pids = [line.split()[1] for line in ob.rc_log.splitlines() if len(line.split()) >= 2 and line.split()[0] == marker]
-    others = len(set(p for p in pids if p != final))
+    others = len({p for p in pids if p != final})
     where = []
     if final and final in pids:
         where.append("in the final shell")
@@ -176,7 +188,7 @@ def _env(runs: Runs) -> list[Row]:
     if not h_envs or not r_envs:
         return [_row("env", "env", "environment", "not read: the probe wrote no env dump", None, "the probes")]
     h, r = h_envs[0], r_envs[0]
-    launcher = set(runs.route.env()) | {runs.route.url_var}  # what the route itself sets for the harness
+    launcher = launcher_names(runs.route)
     out = []
     for name in sorted(set(h) | set(r)):
         if h.get(name) == r.get(name):

@@ -19,14 +19,14 @@ What is read back
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tasks.safefs import UnsafeRead, list_under, read_under
 from transports.base import Transport
 from transports.execute import deliver
 from transports.sandbox import Limits, Sandbox
-from transports.sandbox.exectrace import Exec
+from transports.sandbox.exectrace import Exec, Trace
 
 from . import probes
 
@@ -55,7 +55,7 @@ class Observation:
     rc_log: str = ""
 
 
-FinalOf = Callable[[list[Exec]], Exec | None]
+FinalOf = Callable[[Trace | None], Exec | None]
 
 
 async def observe(transport: Transport, command_of: Callable[[str], str], final_of: FinalOf,
@@ -78,7 +78,7 @@ async def observe(transport: Transport, command_of: Callable[[str], str], final_
             ob.log, ob.wrapper = d.harness.log, d.harness.wrapper
         if (ex := d.execution) is not None:
             ob.exit_code, ob.timed_out, ob.exec_ms, ob.isolation = ex.exit_code, ex.timed_out, ex.exec_ms, ex.isolation
-            ob.final = final_of(list(ex.trace.execs) if ex.trace is not None else [])
+            ob.final = final_of(ex.trace)
         ob.files = _read_dir(box, f"work/{probes.OUT}")
         try:
             ob.rc_log = read_under(box.home, probes.RC_LOG, FILE_CAP).decode("utf-8", "replace")

@@ -39,7 +39,8 @@ def audit_cmd(
     import anyio
     from pydantic import ValidationError
 
-    from ..audit.measure import AuditError, audit
+    from ..audit.measure import audit
+    from ..audit.route import AuditError
     from ..audit.model import Audit
     from ..audit.render import markdown, runs_table, table
 
