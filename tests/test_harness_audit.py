@@ -18,7 +18,7 @@ import pytest
 from qb_client.audit import probes
 from qb_client.audit.measure import audit
 from qb_client.audit.model import Audit
-from qb_client.audit.read import mask, shown, tool_result, type_kinds
+from qb_client.audit.read import change, mask, shown, tool_result, type_kinds
 from qb_client.audit.render import docs_block, markdown, with_block
 from qb_client.audit.route import AuditError, route_of
 from qb_client.audit.rows import template
@@ -158,12 +158,22 @@ def test_values_that_change_between_runs_are_masked_token_by_token() -> None:
     assert mask(["same", "same"]) == ("same", True)
     assert mask(["a-b", "a/b"]) == ("a-b", False)  # not even the same shape: not consistent
     assert mask([]) == (None, True)
+    # a time-ordered UUID (v7) keeps its first group through runs made at once: every group is masked
+    v7 = ["01a2339f-1c2d-7e3f-8a4b-5c6d7e8f9a0b", "01a2339f-2222-7e3f-9999-000000000000"]
+    assert mask(v7) == ("*-*-*-*-*", True)
+
+
+def test_a_change_is_described_edit_by_edit() -> None:
+    assert change("  \t echo a \\", "echo a \\ ") == "'  \\t ' removed at the start; ' ' added at the end"
+    assert change("echo a\nb", "echo a\n\nb") == "'\\n' added at character 7"
+    assert change("a", "b") == "'a' became 'b' at the start"
 
 
 def test_secrets_are_named_never_shown() -> None:
     for name in ("ANTHROPIC_API_KEY", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "X_AUTH"):
         assert shown(name, "sk-live-123") == "(set; value not shown)"
     assert shown("GIT_AUTHOR_NAME", "x") == "x" and shown("KEYBOARD", "us") == "us" and shown("A", None) == "(unset)"
+    assert shown("GIT_CONFIG_KEY_0", "core.pager") == "core.pager" and shown("E", "") == "(empty)"
 
 
 @pytest.mark.parametrize("listing, kinds", [

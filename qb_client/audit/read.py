@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 
 TOKEN = re.compile(r"([A-Za-z0-9]+)")
-SECRET = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|COOKIE)(_|$)", re.IGNORECASE)
-"""Names whose values are never shown: anything that looks like a key or a token."""
+UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+SECRET = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|COOKIE)(_|$)|(^|_)KEY$", re.IGNORECASE)
+"""Names whose values are never shown: anything that looks like a key or a token (``..._KEY`` at the end: git's
+``GIT_CONFIG_KEY_0`` names a setting, not a secret)."""
 HIDDEN = "(set; value not shown)"
 
 
@@ -23,10 +25,12 @@ def text(files: dict[str, bytes], name: str) -> str | None:
 
 def mask(values: list[str]) -> tuple[str | None, bool]:
     """One value for several runs' values of the same thing: the tokens (runs of letters and digits) that differ
-    between runs become ``*``. Returns (value, consistent): not consistent when the runs' values do not even
-    have the same shape (then the first is returned)."""
+    between runs become ``*``, and so does every group of a UUID (a time-ordered UUID, version 7, keeps its first
+    group through runs made at once, but not from one audit to the next). Returns (value, consistent): not
+    consistent when the runs' values do not even have the same shape (then the first is returned)."""
     if not values:
         return None, True
+    values = [UUID.sub("*-*-*-*-*", v) for v in values]
     split = [TOKEN.split(v) for v in values]
     first = split[0]
     if any(len(s) != len(first) or s[0::2] != first[0::2] for s in split[1:]):
@@ -51,13 +55,30 @@ def env_of(files: dict[str, bytes]) -> dict[str, str] | None:
 def shown(name: str, value: str | None) -> str:
     if value is None:
         return "(unset)"
-    return HIDDEN if SECRET.search(name) else escaped(value)
+    return HIDDEN if SECRET.search(name) else escaped(value) if value else "(empty)"
 
 
 def escaped(value: str, cap: int = 300) -> str:
     """A value on one line: JSON string escapes, without the quotes; cut at ``cap`` characters."""
     s = json.dumps(value, ensure_ascii=False)[1:-1]
     return s if len(s) <= cap else s[:cap] + "..."
+
+
+def change(sent: str, got: str, limit: int = 3) -> str:
+    """How ``got`` differs from ``sent``, character by character: at most ``limit`` edits, each placed at the start,
+    the end or a character offset of ``sent``."""
+    from difflib import SequenceMatcher
+
+    edits = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, sent, got, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        where = "at the start" if i1 == 0 else "at the end" if i2 == len(sent) else f"at character {i1}"
+        old, new = escaped(sent[i1:i2], 40), escaped(got[j1:j2], 40)
+        edits.append(f"'{old}' removed {where}" if not new else f"'{new}' added {where}" if not old
+                     else f"'{old}' became '{new}' {where}")
+    more = f"; and {len(edits) - limit} more" if len(edits) > limit else ""
+    return "; ".join(edits[:limit]) + more
 
 
 def on_options(listing: str | None) -> list[str]:

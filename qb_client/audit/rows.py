@@ -14,13 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from transports.capture import program_identity
+from transports.capture import program_identity, received_from
 from transports.harnesses.harness import HarnessRoute
 from transports.sandbox.exectrace import Exec
 
 from . import probes
 from .model import Row
 from .read import (
+    change,
     descriptor,
     env_of,
     escaped,
@@ -75,7 +76,11 @@ def shell_file(e: Exec | None) -> str:
 
 
 def program_of(ob: Observation) -> str | None:
-    return ob.wrapper if ob.wrapper is not None else (ob.command if ob.final is not None else None)
+    """The final shell's program as the kernel saw it: its ``-c`` argument (``received_from`` reads ``-c``, ``-lc``,
+    ``-c -x`` alike); the route's ``wrapper`` where the argv holds none."""
+    if ob.final is not None and (program := received_from(list(ob.final.argv))) is not None:
+        return program
+    return ob.wrapper
 
 
 def template(program: str, command: str) -> str:
@@ -92,6 +97,7 @@ def argv_shape(ob: Observation) -> str:
         return "-"
     words = [w.decode("utf-8", "replace") for w in e.argv]
     return " ".join("<program>" if w == program else escaped(w, 80) for w in words)
+
 
 
 def _masked(values: list[str]) -> tuple[str, bool]:
@@ -173,7 +179,9 @@ def _names(main: Observation, raw: Observation) -> list[Row]:
                     "the main probe (declare -F)"))
     out.append(_row("names.aliases", "names", "aliases defined",
                     ", ".join(names_of_aliases(text(main.files, "alias"))) or "none",
-                    ", ".join(names_of_aliases(text(raw.files, "alias"))) or "none", "the main probe (alias)"))
+                    ", ".join(names_of_aliases(text(raw.files, "alias"))) or "none",
+                    "the main probe (alias); an alias applies to R only where expand_aliases is on, and only then "
+                    "does type report it"))
     return out
 
 
@@ -252,7 +260,7 @@ def _status(main: Observation, raw: Observation) -> list[Row]:
     out_seen = "-" if result is None else ("yes" if probes.STDOUT_MARK in result.text else "no")
     err_seen = "-" if result is None else ("yes" if probes.STDERR_MARK in result.text else "no")
     return [
-        _row("status.told", "status", f"exit {probes.EXIT_STATUS}: the tool result", told, None, how),
+        _row("status.told", "status", f"exit {probes.EXIT_STATUS}: the tool result", told, None, how, stable=False),
         _row("status.in_result", "status", f"the status {probes.EXIT_STATUS} is in it", status, None, how),
         _row("status.stdout", "status", "R's stdout is in it", out_seen, None, how),
         _row("status.stderr", "status", "R's stderr is in it", err_seen, None, how),
@@ -306,7 +314,7 @@ def arrival(ob: Observation) -> str:
         return "refused: nothing received" + (f" ({escaped(ob.received_note, 200)})" if ob.received_note else "")
     if ob.received == ob.command:
         return ARRIVES
-    return f"changed: received {escaped(ob.received, 200)}"
+    return f"changed: {change(ob.command, ob.received)}"
 
 
 def _trimming(runs: Runs) -> list[Row]:
