@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import anyio
 
+from transports.base import Transport
 from transports.raw import Raw
 from transports.sandbox import Limits
 from transports.sandbox.exectrace import Exec, Trace
@@ -25,7 +26,10 @@ from . import probes
 from .model import Audit, Run
 from .route import AuditError, baseline_name, final_shell, route_of
 from .rows import Runs, rows
-from .run import Observation, crashed, observe
+from .run import FinalOf, Observation, crashed, observe
+
+Job = tuple[Transport, Callable[[str], str], FinalOf]
+"""What one probe run is: the transport, the probe (given the output directory), how its final shell is found."""
 
 ATTEMPTS = 3
 """A run whose harness died of a signal before it started a final shell (:func:`.run.crashed`) is run again, up to
@@ -47,17 +51,16 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
     def first(trace: Trace | None) -> Exec | None:
         return trace.execs[0] if trace is not None and trace.execs else None
 
-    async def batch(jobs: dict[str, tuple[object, Callable[[str], str], Callable[[Trace | None], Exec | None]]]
-                    ) -> dict[str, Observation]:
+    async def batch(jobs: dict[str, Job]) -> dict[str, Observation]:
+        """The jobs at once (up to the limiter), their observations in the jobs' order."""
         done: dict[str, Observation] = {}
 
-        async def one(key: str, transport: object, probe: Callable[[str], str],
-                      final_of: Callable[[Trace | None], Exec | None]) -> None:
+        async def one(key: str, transport: Transport, probe: Callable[[str], str], final_of: FinalOf) -> None:
             async with limiter:
                 label = baseline_name(route) if key.startswith("raw ") else None
                 crashes: list[str] = []
                 for _ in range(ATTEMPTS):
-                    ob = await observe(transport, probe, final_of, limits, label)  # type: ignore[arg-type]
+                    ob = await observe(transport, probe, final_of, limits, label)
                     if not crashed(ob):
                         break
                     crashes.append(signal_name(ob.exit_code))
@@ -67,7 +70,7 @@ async def audit(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, concurrency:
         async with anyio.create_task_group() as tg:
             for key, (transport, probe, final_of) in jobs.items():
                 tg.start_soon(one, key, transport, probe, final_of)
-        return done
+        return {key: done[key] for key in jobs}
 
     seen = await batch({
         "main": (route, probes.main_probe, final), "cap": (route, probes.cap_probe, final),
