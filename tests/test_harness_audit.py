@@ -21,7 +21,7 @@ from qb_client.audit.model import Audit
 from qb_client.audit.read import change, mask, shown, tool_result, type_kinds
 from qb_client.audit.render import docs_block, markdown, with_block
 from qb_client.audit.route import AuditError, route_of
-from qb_client.audit.rows import template
+from qb_client.audit.rows import sources, template
 from qb_client.audit.run import observe
 from transports.harnesses import HARNESSES
 from transports.harnesses.courier import result_line
@@ -209,6 +209,8 @@ def test_r_is_shown_in_the_wrapper_as_a_placeholder() -> None:
     assert template("source s && eval 'echo a' < /dev/null", "echo a") == "source s && eval '<R>' < /dev/null"
     assert template("echo a", "echo a") == "<R>"
     assert template("( trap x EXIT\necho a\n)", "echo a") == "( trap x EXIT\n<R>\n)"
+    assert sources("source /h/snap-*.sh 2>/dev/null || true && eval '<R>' < /dev/null") == "/h/snap-*.sh"
+    assert sources("<R>") == "none" and sources("cd /w && . ./env.sh; <R>") == "./env.sh"
 
 
 def test_the_probes_hold_nothing_a_harness_may_refuse_and_no_single_quote() -> None:

@@ -21,6 +21,7 @@ from transports.sandbox.exectrace import Exec
 from . import probes
 from .model import Row
 from .read import (
+    UUID,
     change,
     descriptor,
     env_of,
@@ -91,6 +92,15 @@ def template(program: str, command: str) -> str:
     return program.replace(command, "<R>", 1) if command in program else program
 
 
+SOURCE = re.compile(r"(?:^|&&|\|\||;|\n|\()\s*(?:source|\.)\s+([^\s;&|<>]+)")
+
+
+def sources(program: str) -> str:
+    """The files a program sources (``source F``, ``. F`` at the start of a command), R (``<R>``) left out."""
+    found = [f for f in SOURCE.findall(program.replace("'<R>'", "").replace("<R>", "")) if f]
+    return ", ".join(found) if found else "none"
+
+
 def argv_shape(ob: Observation) -> str:
     e, program = ob.final, program_of(ob)
     if e is None:
@@ -126,6 +136,8 @@ def _shell(runs: Runs, main: Observation, raw: Observation) -> list[Row]:
         _row("shell.argv", "shell", "final shell's argv", argv_shape(main), argv_shape(raw), trace),
         _row("shell.program", "shell", "its program (R as <R>)", escaped(h_prog, 600), escaped(r_prog, 600),
              trace + ", every harness run", stable),
+        _row("shell.sources", "shell", "files its program sources", sources(h_prog), sources(r_prog),
+             trace + " (source and . commands in the program)"),
         _row("shell.login", "shell", "login shell", login(m), login(r), probe),
         _row("shell.interactive", "shell", "interactive ($- has i)", "yes" if "i" in flags else "no",
              "yes" if "i" in raw_flags else "no", probe),
@@ -254,7 +266,7 @@ def _cwd_io(runs: Runs, main: Observation, raw: Observation) -> list[Row]:
 
 def _status(main: Observation, raw: Observation) -> list[Row]:
     result = tool_result(main.log)
-    told = escaped(result.text) if result else "no tool result reached the courier"
+    told = escaped(UUID.sub("*-*-*-*-*", result.text)) if result else "no tool result reached the courier"
     status = "-" if result is None else ("yes" if re.search(rf"\b{probes.EXIT_STATUS}\b", result.text) else "no")
     how = "the courier's log: the first tool result"
     out_seen = "-" if result is None else ("yes" if probes.STDOUT_MARK in result.text else "no")
@@ -285,7 +297,8 @@ def _output(runs: Runs) -> list[Row]:
         _row("output.first", "output", f"its first line ({first}) is in it", "yes" if first in result.text else "no",
              None, how),
         _row("output.last", "output", f"its last line ({last}) is in it", last_seen, None, how),
-        _row("output.text", "output", "how the tool result begins", escaped(result.text, 200), None, how, stable=False),
+        _row("output.text", "output", "how the tool result begins", escaped(UUID.sub("*-*-*-*-*", result.text), 200),
+             None, how, stable=False),
         _row("output.end", "output", "how it ends", escaped(seen[-64:] if seen is not None else "-", 100), None, how,
              stable=False),
     ]
