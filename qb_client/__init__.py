@@ -15,5 +15,6 @@ checks this order, ``QB_CLIENT_ROOMS``):
 * :mod:`.inspect_ext`: QuoteBench inside Inspect AI (optional);
 * :mod:`.suite_check`, :mod:`.doctor`, :mod:`.bench`, :mod:`.demo`: one command's logic each
   (``tasks check``, ``doctor``/``components install``, ``bench``, ``demo``);
+* :mod:`.audit`: the harness audit (``harness audit NAME``): probes sent through a harness route, measured;
 * :mod:`.cli`: the command line, the only room that sees all the others.
 """

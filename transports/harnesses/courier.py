@@ -97,7 +97,7 @@ class Courier(BaseHTTPRequestHandler):
                    if isinstance(b, dict) and b.get("type") == "tool_result"]
         answered = bool(results)
         for b in results:  # R's output as the harness reported it to the model
-            self.note(f"tool_result {json.dumps(b.get('content'))}")
+            self.note(result_line(b.get("content")))
         if "Bash" in tools and not answered:
             block: dict[str, Any] = {"type": "tool_use", "id": TOOL_ID, "name": "Bash", "input": {"command": self.r_command}}
             stop = "tool_use"
@@ -120,7 +120,7 @@ class Courier(BaseHTTPRequestHandler):
         results = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"]
         answered = bool(results)
         for m in results:
-            self.note(f"tool_result {json.dumps(m.get('content'))}")
+            self.note(result_line(m.get("content")))
         command = SUBMIT if answered else self.r_command
         self.note(f"answer bash {'submit' if answered else 'R'}")
         call = {"id": "call_qb_1" if not answered else "call_qb_2", "type": "function",
@@ -231,6 +231,17 @@ class Courier(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def result_line(content: Any) -> str:
+    """The log line of one tool result: ``tool_result chars=N tail=JSON JSON``: N the length in characters of the
+    text the harness reported (a string, or the ``text`` of a list of blocks) and its last 256 characters, taken
+    before the log line is cut at 4 KiB, so a harness's output cap can be measured (``quotebench harness audit``)."""
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "".join(b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return f"tool_result chars={len(text)} tail={json.dumps(text[-256:])} {json.dumps(content)}"
 
 
 def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:
