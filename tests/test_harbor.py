@@ -303,3 +303,17 @@ def test_a_document_harbor_refuses_names_the_file_and_field(tmp_path: Path, caps
     bad.write_text(json.dumps(doc))
     err = _refused(capsys, monkeypatch, store, str(bad), "--task", "file-write/control")
     assert "field 'steps.1.source'" in err
+
+
+def test_without_a_python_3_12_import_atif_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Harbor venv yet and no Python >= 3.12 on PATH or under pyenv: one line naming the need, exit 2."""
+    monkeypatch.setenv("QB_HARBOR_VENV", "1")  # where harbor is importable here too
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    path = tmp_path / "t.json"
+    path.write_text('{"schema_version": "ATIF-v1.8", "agent": {"name": "a", "version": "1"}, "steps": []}')
+    err = _refused(capsys, monkeypatch, tmp_path / "s.jsonl", str(path), "--task", "file-write/control")
+    assert "needs Python >= 3.12, and none was found" in err
+    assert not (tmp_path / "cache" / "quotebench" / "venv" / "harbor@0.26.0").exists()
