@@ -51,10 +51,14 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.needs("harbor")
 def test_every_exported_task_loads_with_harbors_own_loader(exported: Path) -> None:
     """`harbor run -p DIR` takes all 56 (DatasetConfig), and Task() reads each as we wrote it."""
-    listed = bridge.run("dataset", {"dir": str(exported)})["tasks"]
+    broken = exported.parent / "broken"
+    broken.mkdir()
+    (broken / "task.toml").write_text('schema_version = "1.4"\n[task]\nname = "no-org"\n')
+    answer = bridge.run("load-tasks", {"dataset": str(exported), "dirs": [str(broken)]})
+    listed, (*loaded, bad) = answer["dataset"], answer["tasks"]
     tasks = {dir_name(t): t for t in suite()}
     assert len(tasks) == 56 and sorted(Path(p).name for p in listed) == sorted(tasks)
-    loaded = bridge.run("load-tasks", {"dirs": listed})["tasks"]
+    assert [got["dir"] for got in loaded] == listed
     for got in loaded:
         task = tasks[Path(got["dir"]).name]
         assert got["ok"], got
@@ -63,11 +67,6 @@ def test_every_exported_task_loads_with_harbors_own_loader(exported: Path) -> No
         assert got["instruction"] == task.instruction  # byte for byte, after Harbor's own reading
         assert got["test_path"].endswith("/tests/test.sh") and got["solve_path"].endswith("/solution/solve.sh")
         assert got["metadata"]["quotebench_task_id"] == task.id
-    # the same answers in-process where harbor is importable, and through the venv otherwise
-    broken = exported.parent / "broken"
-    broken.mkdir()
-    (broken / "task.toml").write_text('schema_version = "1.4"\n[task]\nname = "no-org"\n')
-    [bad] = bridge.run("load-tasks", {"dirs": [str(broken)]})["tasks"]
     assert not bad["ok"] and "org/name" in bad["error"] and "\n" not in bad["error"]
 
 
@@ -131,6 +130,32 @@ def test_exported_tests_judge_the_final_state_with_our_validator(exported: Path,
     (app / check.path).write_bytes(check.text.encode()[:-1] + b"X")
     reward, verdict = _verify(tdir, app, tmp_path / "logs-off")
     assert reward == "0\n" and "first difference at byte" in json.dumps(verdict)
+
+
+def test_a_hostile_final_state_cannot_reward_itself(exported: Path, tmp_path: Path) -> None:
+    """The agent's commands own /app and may have written /logs: a planted `tasks` package and `pydantic.py` in
+    the working directory (where test.sh runs), a stale reward of 1, and the right bytes behind a symlink still
+    give reward 0, with the validator's own one-line refusal."""
+    app, tdir = _container(exported, "file-write/control", tmp_path / "c")
+    check = next(c for c in get_task("file-write/control").checks if c.kind == "file-bytes")
+    outside = tmp_path / "outside.txt"
+    outside.write_text(check.text)
+    (app / check.path).symlink_to(outside)
+    (app / "tasks").mkdir()
+    (app / "tasks" / "__init__.py").write_text("")
+    (app / "tasks" / "validate.py").write_text("def validate(task, root):\n    raise SystemExit('planted')\n")
+    (app / "pydantic.py").write_text("raise SystemExit('planted')\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "reward.txt").write_text("1\n")
+    env = {**os.environ, "QB_WORKDIR": str(app), "QB_LOGS": str(logs), "QB_PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(["bash", str(tdir / "tests" / "test.sh")], env=env, cwd=app, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "planted" not in done.stdout + done.stderr, done.stderr
+    assert (logs / "reward.txt").read_text() == "0\n"
+    verdict = json.loads((logs / "verdict.json").read_text())
+    assert any("symlink" in c["detail"] for c in verdict["checks"] if not c["ok"])
 
 
 def test_export_refuses_a_non_empty_directory_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -239,16 +264,21 @@ def test_import_atif_then_replay_through_raw(tmp_path: Path, capsys: pytest.Capt
 @pytest.mark.needs("harbor")
 def test_import_atif_task_from_option_and_refusal_without(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "t.json"
+    """A job directory of another benchmark: its trial's agent/trajectory.json is found; the task must be given."""
+    job = tmp_path / "job"
+    path = job / "trial-1" / "agent" / "trajectory.json"
+    path.parent.mkdir(parents=True)
+    (job / "trial-1" / "result.json").write_text("{}")
     build_trajectories({str(path): {"agent": "codex", "version": "1", "instruction": "Fix the build.",
                                     "calls": [["exec_command", {"cmd": "make"}]]}})
     store = tmp_path / "s.jsonl"
-    code, _out, err = cli(capsys, monkeypatch, "import-atif", str(path), "--out", str(store))
+    code, _out, err = cli(capsys, monkeypatch, "import-atif", str(job), "--out", str(store))
     assert code == 2 and err.count("\n") == 1 and "give --task" in err and not store.exists()
-    code, _out, err = cli(capsys, monkeypatch, "import-atif", str(path), "--out", str(store), "--task", "json-edit/h1")
+    code, _out, err = cli(capsys, monkeypatch, "import-atif", str(job), "--out", str(store), "--task", "json-edit/h1")
     assert code == 0, err
     [line] = map(json.loads, store.read_text().splitlines())
     assert line["task_id"] == "json-edit/h1" and line["command"] == "make"
+    assert line["source"]["trajectory"] == str(path)
 
 
 # ---------------------------------------------------------------- hostile trajectories

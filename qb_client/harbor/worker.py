@@ -38,11 +38,14 @@ def _first_error(e: Exception) -> str:
 
 
 def load_tasks(request: dict[str, Any]) -> dict[str, Any]:
-    """Each directory of ``request["dirs"]`` through ``harbor.models.task.task.Task`` (and ``is_valid_dir``)."""
+    """Each directory of ``request["dirs"]`` through ``harbor.models.task.task.Task`` (and ``is_valid_dir``);
+    with ``request["dataset"]``, first the directories Harbor takes from that local dataset (:func:`dataset`),
+    listed in the answer's ``dataset`` and loaded too (one worker start for both)."""
     from harbor.models.task.task import Task
 
     out = []
-    for d in request["dirs"]:
+    listed = dataset({"dir": request["dataset"]})["tasks"] if request.get("dataset") else []
+    for d in [*listed, *request.get("dirs", [])]:
         try:
             task = Task(d)
             test = task.paths.discovered_test_path_for(task.config.environment.os)
@@ -55,7 +58,7 @@ def load_tasks(request: dict[str, Any]) -> dict[str, Any]:
                         "metadata": task.config.metadata})
         except Exception as e:  # noqa: BLE001 - whatever Harbor refuses is reported, one line per task
             out.append({"dir": d, "ok": False, "error": _first_error(e)})
-    return {"tasks": out}
+    return {"dataset": listed, "tasks": out}
 
 
 def dataset(request: dict[str, Any]) -> dict[str, Any]:
