@@ -347,3 +347,30 @@ def test_without_a_python_3_12_import_atif_is_one_line(tmp_path: Path, capsys: p
     err = _refused(capsys, monkeypatch, tmp_path / "s.jsonl", str(path), "--task", "file-write/control")
     assert "needs Python >= 3.12, and none was found" in err
     assert not (tmp_path / "cache" / "quotebench" / "venv" / "harbor@0.26.0").exists()
+
+
+def test_export_of_a_generated_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--suite DIR as on every command: the generated tasks, their suite id in task.toml and task.json, and
+    their reference solutions rewarded 1 by the exported tests (helper programs included)."""
+    from tasks.load import select_suite
+
+    code, _out, err = cli(capsys, monkeypatch, "tasks", "generate", "--seed", "harbor-1", "--out", str(tmp_path / "s"))
+    assert code == 0, err
+    try:
+        code, _out, err = cli(capsys, monkeypatch, "export", "harbor", str(tmp_path / "x"), "--suite", str(tmp_path / "s"))
+        assert code == 0 and "exported 56 tasks" in err, err
+        generated = {t.id: t for t in suite()}
+        for task_id in ("argv-pass/h3", "file-write/h3"):
+            task = generated[task_id]
+            assert task.suite.startswith("gen-")
+            tdir = tmp_path / "x" / dir_name(task)
+            assert f'quotebench_suite = "{task.suite}"' in (tdir / "task.toml").read_text()
+            assert json.loads((tdir / "tests" / "task.json").read_text()) == json.loads(task.model_dump_json())
+            app, _ = _container(tmp_path / "x", task_id, tmp_path / task_id.replace("/", "-"))
+            subprocess.run(["bash", str(tdir / "solution" / "solve.sh")], env={**os.environ, "QB_WORKDIR": str(app)},
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            reward, verdict = _verify(tdir, app, tmp_path / f"logs-{task.family}")
+            assert reward == "1\n", verdict
+    finally:
+        select_suite("public")
