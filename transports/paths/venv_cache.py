@@ -104,10 +104,13 @@ def find_python(minimum: tuple[int, int]) -> str | None:
 
 
 def venv_dir(dist: str, version: str, pins: tuple[str, ...] = (), *, retry: bool = False,
-             timeout_s: float = INSTALL_TIMEOUT_S, min_python: tuple[int, int] | None = None) -> Path:
+             timeout_s: float = INSTALL_TIMEOUT_S, min_python: tuple[int, int] | None = None,
+             no_deps: bool = False) -> Path:
     """The venv holding ``dist`` at exactly ``version`` (and ``pins``); installed on first use
     (:func:`~transports.paths.install_once.install_once`). With ``min_python``, of an interpreter at least
-    that new (:func:`find_python`), for a distribution run on the host only."""
+    that new (:func:`find_python`), for a distribution run on the host only. With ``no_deps``, pip installs
+    ``dist`` and ``pins`` only (``--no-deps``): the pins are then the whole environment, for a distribution of
+    which only some modules are used (Harbor's models, without its agents' dependencies)."""
     python: list[str] = []
 
     def preflight() -> None:
@@ -127,18 +130,19 @@ def venv_dir(dist: str, version: str, pins: tuple[str, ...] = (), *, retry: bool
 
     return install_once(prefix_of(dist, version), failed=_failed,
                         installed=lambda where: installed_version(where, dist) == version, preflight=preflight,
-                        install=lambda staging: _install(python[0], staging, dist, version, pins, timeout_s),
+                        install=lambda staging: _install(python[0], staging, dist, version, pins, timeout_s, no_deps),
                         cache="venv", retry_hint=f"quotebench components install {dist}", retry=retry)
 
 
-def _install(python: str, staging: Path, dist: str, version: str, pins: tuple[str, ...], timeout_s: float) -> None:
+def _install(python: str, staging: Path, dist: str, version: str, pins: tuple[str, ...], timeout_s: float,
+             no_deps: bool = False) -> None:
     """A venv of the system's python3 in the staging directory, then pip, the version checked."""
     env = dict(os.environ)
     env["PATH"] = SYSTEM_PATH + (":" + env["PATH"] if env.get("PATH") else "")
     env.pop("PYTHONPATH", None)
     steps = ([python, "-m", "venv", str(staging)],
              [str(staging / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-              "-q", f"{dist}=={version}", *pins])
+              "-q", *(["--no-deps"] if no_deps else []), f"{dist}=={version}", *pins])
     try:
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
