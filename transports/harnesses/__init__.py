@@ -36,5 +36,6 @@ def _lazy(module: str, cls: str) -> Callable[[], Transport]:
 HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
     "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
+    "gemini-cli": _lazy("gemini_cli", "GeminiCli"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""

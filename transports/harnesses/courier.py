@@ -21,6 +21,13 @@ What it answers (docs/harnesses.md; the wire formats measured in the harness sur
       with arguments ``{"command": R}``; after it, a tool call of ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``,
       mini-swe-agent's way of ending its run.
 
+    Gemini API (``POST .../v1beta/models/<model>:<method>``, Gemini CLI through the ``@google/genai`` SDK):
+
+    * ``streamGenerateContent?alt=sse`` and ``generateContent``: a request that offers the function
+      ``run_shell_command`` and carries no ``functionResponse`` yet gets the function call
+      ``run_shell_command {"command": R}``; every later one a text part; both with ``finishReason`` STOP;
+    * ``countTokens`` a count, any other method (``loadCodeAssist``, ...) an empty object, each logged.
+
     Any other path: ``404`` with an error body.
 
 What it never does
@@ -75,6 +82,9 @@ class Courier(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].endswith("/chat/completions"):
             self.chat(raw)
             return
+        if "/models/" in self.path.split("?", 1)[0]:  # Gemini API (Gemini CLI)
+            self.gemini(raw)
+            return
         if not self.path.split("?", 1)[0].endswith("/v1/messages"):
             self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
             return
@@ -121,6 +131,59 @@ class Courier(BaseHTTPRequestHandler):
                              "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                                  "role": "assistant", "content": "Running the command.", "tool_calls": [call]}}],
                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    # -- Gemini API (Gemini CLI 0.61.0, through the @google/genai SDK) ------------------------------------
+    def gemini(self, raw: bytes) -> None:
+        """``POST .../models/<model>:<method>``. ``streamGenerateContent`` (``?alt=sse``) and ``generateContent``:
+        R as the function call ``run_shell_command {"command": R}`` to the first request that offers that
+        function and carries no ``functionResponse`` yet, else a text part with ``finishReason`` STOP.
+        ``countTokens`` gets a count; any other method (``loadCodeAssist`` and the like) an empty object. The SSE
+        form is what the SDK's parser takes: ``data: <one-line JSON>`` events ended by a blank line, and no
+        ``event:`` line (its pattern is anchored on ``data:``)."""
+        method = self.path.split("?", 1)[0].rsplit(":", 1)[-1]
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        if method == "countTokens":
+            self.note("answer countTokens")
+            self.send_gemini({"totalTokens": 1})
+            return
+        if method not in ("generateContent", "streamGenerateContent"):
+            self.note(f"answer {method} empty")
+            self.send_gemini({})
+            return
+        functions = [f.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+                     for f in t.get("functionDeclarations") or [] if isinstance(f, dict)]
+        responses = [p["functionResponse"] for c in body.get("contents") or [] if isinstance(c, dict)
+                     for p in (c.get("parts") if isinstance(c.get("parts"), list) else [])
+                     if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        for r in responses:  # R's output (or the harness's refusal) as the harness reported it to the model
+            self.note(f"tool_result {json.dumps(r.get('response'))}")
+        if "run_shell_command" in functions and not responses:
+            part: dict[str, Any] = {"functionCall": {"name": "run_shell_command", "args": {"command": self.r_command}}}
+            self.note(f"answer {method} functionCall")
+        else:
+            part = {"text": "Done."}
+            self.note(f"answer {method} text")
+        doc = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+               "modelVersion": "gemini-courier"}
+        self.send_gemini(doc, sse=method == "streamGenerateContent")
+
+    def send_gemini(self, doc: dict[str, Any], *, sse: bool = False) -> None:
+        """One Gemini answer: JSON, or one SSE event (``data: `` + one line of JSON + a blank line)."""
+        if not sse:
+            self.send_json(200, doc)
+            return
+        data = f"data: {json.dumps(doc)}\r\n\r\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()
