@@ -102,6 +102,19 @@ def _claude_code() -> bool | str:
     return _npm_probe(install)
 
 
+def _gemini_cli() -> bool | str:
+    """The real Gemini CLI harness (npm @google/gemini-cli, pinned, run by node), installed into the cache on
+    first use like Claude Code (``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.harnesses.gemini_cli import GEMINI_CLI, GeminiCli
+
+    def install() -> None:
+        GEMINI_CLI.ensure()
+        route = GeminiCli()
+        route.program(route.installed())
+
+    return _npm_probe(install)
+
+
 def _mini_swe_agent() -> bool | str:
     """The real mini-swe-agent harness (PyPI, pinned), installed into its per-user venv on first use (about a
     minute; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
@@ -137,6 +150,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
+    "gemini-cli": (_gemini_cli, "npm @google/gemini-cli@0.61.0 is not installed (quotebench components install gemini-cli)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool | str] = {}

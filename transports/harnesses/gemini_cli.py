@@ -129,13 +129,21 @@ class GeminiCli(HarnessRoute):
         if done.execution is None or done.harness is None:
             return done
         trace = done.execution.trace
-        if harness_shells(list(trace.execs) if trace is not None else []):
-            return done  # a shell of the harness ran: R could have written any words, so none is read
-        why = refusal(done.harness.log, done.execution.stdout.text)
+        if trace is None or trace.dropped:  # without every exec, "no shell ran" cannot be known
+            return done
+        why = refused(list(trace.execs), done.harness.log, done.execution.stdout.text)
         if why is None:
             return done
         return Delivery(received=None, execution=None, transport_error=f"{self.name}: Gemini CLI refused the command: {why}",
                         harness=done.harness)
+
+
+def refused(execs: list[Exec], log: str | None, stdout: str) -> str | None:
+    """Gemini CLI's refusal of R (:func:`refusal`), only when the kernel saw the harness start no shell at
+    all: then nothing of R ran and cannot have written the words; after a shell of the harness, None."""
+    if harness_shells(execs):
+        return None
+    return refusal(log, stdout)
 
 
 def harness_shells(execs: list[Exec]) -> list[Exec]:
