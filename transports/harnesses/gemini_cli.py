@@ -97,8 +97,8 @@ class GeminiCli(HarnessRoute):
     package = GEMINI_CLI
     url_var = "GOOGLE_GEMINI_BASE_URL"
     source = (f"Gemini CLI's run_shell_command tool (npm {PACKAGE} {VERSION}), measured in docs/harnesses.md: "
-              "/usr/bin/bash -c \"shopt -u promptvars ...; _bgpids_file=...\\n(\\n  trap ... EXIT\\n<R trimmed>\\n)"
-              "\\n...\"; $(..), backticks, <(..) refused")
+              "/usr/bin/bash -c \"shopt -u promptvars ...; _bgpids_file=...; ( trap ... EXIT; <R trimmed> ); ...\" "
+              "(newlines, not ;), and $(..), backticks, <(..), >(..) refused")
     component = (f"the real Gemini CLI {VERSION} (node) with a scripted Gemini API server in the sandbox, "
                  "then bash -c WRAPPER")
     route_needs = (GEMINI_CLI, NODE, PYTHON3)
