@@ -10,13 +10,29 @@ extraction on synthetic wrappers.
 
 from __future__ import annotations
 
+import http.client
+import json
+import re
+import subprocess
+import sys
+import time
+
 import anyio
 import pytest
 
 from tasks.load import get_task
 from transports.capture import program_identity
 from transports.execute import execute
-from transports.harnesses.gemini_cli import PREFIX, SUFFIX, VERSION, inner, refusal, refused, wrapper_shell
+from transports.harnesses.gemini_cli import (
+    PREFIX,
+    SUFFIX,
+    VERSION,
+    inner,
+    refusal,
+    refused,
+    wrapper_shell,
+)
+from transports.harnesses.harness import COURIER
 from transports.sandbox import Limits, Sandbox
 from transports.sandbox.trace import Exec
 
@@ -193,3 +209,68 @@ def test_a_refusal_is_read_only_when_no_shell_of_the_harness_ran() -> None:
     assert refused(execs(), 'tool_result {"output": "Output: (empty)"}\n', "Done.") is None
     assert refusal('tool_result {"output": "Command injection detected: ' + "x" * 400 + '"}', "") == (
         "Command injection detected: " + "x" * 272)
+
+
+# -- the courier's Gemini API, without a harness run --------------------------------------------------------
+
+SSE_LINE = re.compile(r"^\s*data: (.*)(?:\n\n|\r\r|\r\n\r\n)")
+"""The @google/genai SDK's pattern for one streamed chunk (its ``responseLineRE`` in Gemini CLI 0.61.0's bundle)."""
+
+
+@pytest.fixture
+def courier(tmp_path):
+    """The courier script on 127.0.0.1, as the launcher starts it, with a hostile R; yields a POST function."""
+    r_file, port_file = tmp_path / "command", tmp_path / "port"
+    r_file.write_bytes(HOSTILE_R.encode())
+    proc = subprocess.Popen([sys.executable, "-I", str(COURIER), str(r_file), str(tmp_path / "log"), str(port_file)])
+    try:
+        for _ in range(500):
+            if port_file.exists():
+                break
+            time.sleep(0.01)
+        port = int(port_file.read_text())
+
+        def post(path: str, body: dict) -> tuple[str, bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+            resp = conn.getresponse()
+            return resp.getheader("content-type") or "", resp.read()
+
+        yield post, tmp_path / "log"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+HOSTILE_R = "printf '%s\\n' \"a\\\"b\" \u2028 ✓\n\ndata: x\r\n\r\n"
+OFFER = {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+         "tools": [{"functionDeclarations": [{"name": "read_file"}, {"name": "run_shell_command"}]}]}
+ANSWERED = {**OFFER, "contents": OFFER["contents"] + [
+    {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "x"}}}]},
+    {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": "out"}}}]}]}
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+
+
+def test_the_courier_streams_r_as_the_sdk_parses_it(courier) -> None:
+    post, log = courier
+    kind, body = post(STREAM, OFFER)
+    text = body.decode()
+    m = SSE_LINE.match(text)
+    assert kind == "text/event-stream" and m is not None and m.end() == len(text)  # one chunk, nothing left over
+    cand = json.loads(m.group(1))["candidates"][0]
+    assert cand["content"]["parts"] == [{"functionCall": {"name": "run_shell_command", "args": {"command": HOSTILE_R}}}]
+    assert cand["finishReason"] == "STOP"
+    kind, body = post(STREAM, ANSWERED)
+    m = SSE_LINE.match(body.decode())
+    assert m is not None and json.loads(m.group(1))["candidates"][0]["content"]["parts"] == [{"text": "Done."}]
+    kind, body = post("/v1beta/models/gemini-2.5-flash:generateContent", OFFER)  # non-streaming: one JSON answer
+    assert kind == "application/json" and "functionCall" in json.loads(body)["candidates"][0]["content"]["parts"][0]
+    kind, body = post(STREAM, {"contents": OFFER["contents"]})  # no run_shell_command offered: text
+    assert "functionCall" not in body.decode()
+    assert json.loads(post("/v1beta/models/gemini-2.5-flash:countTokens", OFFER)[1]) == {"totalTokens": 1}
+    assert json.loads(post("/v1internal:loadCodeAssist", {})[1]) == {}
+    assert json.loads(post("/v1beta/models/gemini-2.5-flash:embedContent", {})[1]) == {}
+    logged = log.read_text()
+    assert "answer streamGenerateContent functionCall" in logged and 'tool_result {"output": "out"}' in logged
+    assert "answer countTokens" in logged and "answer embedContent empty" in logged
+    assert "answer loadCodeAssist empty" in logged

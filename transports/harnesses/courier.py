@@ -26,7 +26,8 @@ What it answers (docs/harnesses.md; the wire formats measured in the harness sur
     * ``streamGenerateContent?alt=sse`` and ``generateContent``: a request that offers the function
       ``run_shell_command`` and carries no ``functionResponse`` yet gets the function call
       ``run_shell_command {"command": R}``; every later one a text part; both with ``finishReason`` STOP;
-    * ``countTokens`` a count, any other method (``loadCodeAssist``, ...) an empty object, each logged.
+    * ``countTokens`` a count, any other method (Code Assist's ``/v1internal:loadCodeAssist``, ...) an empty
+      object, each logged.
 
     Any other path: ``404`` with an error body.
 
@@ -82,7 +83,7 @@ class Courier(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].endswith("/chat/completions"):
             self.chat(raw)
             return
-        if "/models/" in self.path.split("?", 1)[0]:  # Gemini API (Gemini CLI)
+        if "/models/" in self.path.split("?", 1)[0] or "/v1internal:" in self.path:  # Gemini API, Code Assist
             self.gemini(raw)
             return
         if not self.path.split("?", 1)[0].endswith("/v1/messages"):

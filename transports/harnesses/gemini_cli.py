@@ -109,6 +109,7 @@ class GeminiCli(HarnessRoute):
                                    "$(..), backticks, <(..), >(..) refused"))
 
     def program(self, prefix: Path) -> Path:
+        node_program()  # MissingComponent (a harness error) before anything runs, like a missing package
         found = prefix / "node_modules" / "@google" / "gemini-cli" / "bundle" / "gemini.js"
         if not found.is_file():
             raise MissingComponent(f"{PACKAGE}@{VERSION} in {prefix} has no bundle/gemini.js (expected {found})")
