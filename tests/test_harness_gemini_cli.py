@@ -5,7 +5,7 @@ A run costs a few seconds of node start-up (three of CPU, more wall under load),
 solution, a hostile command that arrives whole, the two measured damages (trimming, a trailing backslash's added
 space), a refused ``$(..)``, and a command that attacks its own record. ``received`` is the text between the
 wrapper's fixed frame, read from the kernel's exec trace (docs/harnesses.md); the rest is unit tests of that
-extraction on synthetic wrappers.
+extraction on synthetic wrappers and of the courier's Gemini answers against the SDK's SSE pattern.
 """
 
 from __future__ import annotations
@@ -87,19 +87,14 @@ def test_a_hostile_command_arrives_whole() -> None:
 
 
 @HARNESS
-def test_a_trailing_backslash_gets_a_space_and_changes_the_verdict() -> None:
-    command = "  echo 'hello world' > out.txt \\\n"  # raw: the backslash-newline is a continuation
-    r, raw = rec("gemini-cli", command), rec("raw", command)
+def test_trimming_and_a_trailing_backslash_are_the_measured_damage() -> None:
+    backslash = "  echo 'hello world' > out.txt \\\n"  # raw: the backslash-newline is a continuation
+    blanks = "\t echo 'hello world' > out.txt\n\n"
+    r, trimmed, raw = rec("gemini-cli", backslash), rec("gemini-cli", blanks), rec("raw", backslash)
     assert r.received == "echo 'hello world' > out.txt \\ " and r.damaged and r.received_note is None
-    assert raw.verdict.passed and not r.verdict.passed  # `\ ` is one more word: "hello world  "
-
-
-@HARNESS
-def test_leading_and_trailing_blanks_are_trimmed() -> None:
-    command = "\t echo 'hello world' > out.txt\n\n"
-    r = rec("gemini-cli", command)
-    assert r.received == "echo 'hello world' > out.txt" and r.damaged and r.received_note is None
-    assert r.verdict.passed  # damage the validator cannot see
+    assert raw.verdict.passed and not r.verdict.passed  # `\ ` is one more word
+    assert trimmed.received == "echo 'hello world' > out.txt" and trimmed.damaged
+    assert trimmed.received_note is None and trimmed.verdict.passed  # unseen damage
 
 
 @HARNESS
