@@ -202,6 +202,9 @@ def test_a_refusal_is_read_only_when_no_shell_of_the_harness_ran() -> None:
     assert refused(execs((11, 10, b"echo not the frame")), log, "") is None  # any shell of the harness counts
     assert refused(execs(), None, f"Error: {MESSAGE}\n") == MESSAGE
     assert refused(execs(), 'tool_result {"output": "Output: (empty)"}\n', "Done.") is None
+    assert refused(execs(), 'tool_result {"error": "Command cannot be empty."}\n', "") == "Command cannot be empty."
+    assert refused(execs((11, 10, frame("false").encode())), 'tool_result {"error": "Exit Code: 1"}\n', "") is None
+    assert refused(execs(), 'tool_result {"error": "  "}\ntool_result not json\n', "") is None
     assert refusal('tool_result {"output": "Command injection detected: ' + "x" * 400 + '"}', "") == (
         "Command injection detected: " + "x" * 272)
 

@@ -39,8 +39,9 @@ The component
 
 A refused command
     When the kernel saw no final-shell exec, nothing of R ran, so the courier's log (the tool result Gemini
-    CLI sent back to the model) can be trusted for why: a refusal ("Command injection detected: ...") becomes
-    the record's ``transport_error`` with Gemini's own words, and the verdict fails (``transport``). When a
+    CLI sent back to the model) can be trusted for why: a refusal ("Command injection detected: ...") or a
+    tool error ("Command cannot be empty." for a blank R) becomes the record's ``transport_error`` with
+    Gemini's own words, and the verdict fails (``transport``). When a
     final shell did run, R could have written the same words into its output, so they are never read.
 
 No ``-safe`` twin
@@ -185,20 +186,23 @@ def inner(wrapper: str) -> str | None:
 
 
 def refusal(log: str | None, stdout: str) -> str | None:
-    """Gemini CLI's refusal as it told the model (a ``tool_result`` of the courier's log holding
-    :data:`REFUSAL`: its first line, at most 300 characters), else as it printed it on stdout; None if neither
-    says so. Only to be read when no shell of the harness ran (the caller's duty: R cannot have written it)."""
+    """Why Gemini CLI did not run R, as it told the model: the first ``tool_result`` of the courier's log that
+    holds :data:`REFUSAL` in a text, or reports an ``error`` (``Command cannot be empty.`` for a blank R); else
+    :data:`REFUSAL` as printed on stdout. Its first line, at most 300 characters; None if nothing says so. Only
+    to be read when no shell of the harness ran (the caller's duty: then R cannot have written it)."""
     for line in (log or "").splitlines():
-        if not line.startswith("tool_result ") or REFUSAL not in line:
+        if not line.startswith("tool_result "):
             continue
         try:
             doc = json.loads(line[len("tool_result "):])
         except ValueError:
-            doc = None
+            continue
         texts = [v for v in (doc.values() if isinstance(doc, dict) else [doc]) if isinstance(v, str)]
-        for text in texts:
-            if REFUSAL in text:
-                return text[text.index(REFUSAL):].splitlines()[0][:300]
+        said = next((t[t.index(REFUSAL):] for t in texts if REFUSAL in t), None)
+        if said is None and isinstance(doc, dict) and isinstance(doc.get("error"), str) and doc["error"].strip():
+            said = doc["error"].strip()
+        if said is not None:
+            return said.splitlines()[0][:300]
     for line in stdout.splitlines():
         if REFUSAL in line:
             return line[line.index(REFUSAL):][:300]
