@@ -109,6 +109,16 @@ def _codex() -> bool | str:
     def install() -> None:
         CODEX.ensure()
         route = Codex()
+
+
+def _gemini_cli() -> bool | str:
+    """The real Gemini CLI harness (npm @google/gemini-cli, pinned, run by node), installed into the cache on
+    first use like Claude Code (``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.harnesses.gemini_cli import GEMINI_CLI, GeminiCli
+
+    def install() -> None:
+        GEMINI_CLI.ensure()
+        route = GeminiCli()
         route.program(route.installed())
 
     return _npm_probe(install)
@@ -164,6 +174,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
                         "Python >= 3.12 on the machine)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
+    "gemini-cli": (_gemini_cli, "npm @google/gemini-cli@0.61.0 is not installed (quotebench components install gemini-cli)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool | str] = {}

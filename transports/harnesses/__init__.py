@@ -5,7 +5,7 @@ What this room owns
     scripted fake model server, the *courier* (:mod:`.courier`), started beside the harness inside the
     sandbox on 127.0.0.1, and ``received`` from the kernel's exec trace), the quote removal of a harness's
     wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`,
-    :mod:`.mini_swe_agent`, :mod:`.codex`).
+    :mod:`.mini_swe_agent`, :mod:`.codex`, :mod:`.gemini_cli`).
 
 What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
@@ -37,5 +37,6 @@ HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
     "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
     "codex": _lazy("codex", "Codex"),
+    "gemini-cli": _lazy("gemini_cli", "GeminiCli"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""

@@ -26,6 +26,14 @@ What it answers (docs/harnesses.md; the wire formats measured in the harness sur
       ``function_call`` with arguments ``{"cmd": R}`` (or the offered tool's own argument name); after it a
       text message that ends the turn.
 
+    Gemini API (``POST .../v1beta/models/<model>:<method>``, Gemini CLI through the ``@google/genai`` SDK):
+
+    * ``streamGenerateContent?alt=sse`` and ``generateContent``: a request that offers the function
+      ``run_shell_command`` and carries no ``functionResponse`` yet gets the function call
+      ``run_shell_command {"command": R}``; every later one a text part; both with ``finishReason`` STOP;
+    * ``countTokens`` a count, any other method (Code Assist's ``/v1internal:loadCodeAssist``, ...) an empty
+      object, each logged.
+
     Any other path: ``404`` with an error body.
 
 What it never does
@@ -79,6 +87,9 @@ class Courier(BaseHTTPRequestHandler):
         self.note(f"POST {self.path} {raw[:2048].decode('utf-8', 'replace')}")
         if self.path.split("?", 1)[0].endswith("/chat/completions"):
             self.chat(raw)
+            return
+        if "/models/" in self.path.split("?", 1)[0] or "/v1internal:" in self.path:  # Gemini API, Code Assist
+            self.gemini(raw)
             return
         if self.path.split("?", 1)[0].endswith("/responses"):
             self.openai_responses(raw)
@@ -150,7 +161,7 @@ class Courier(BaseHTTPRequestHandler):
         results = [i for i in items if isinstance(i, dict)
                    and i.get("type") in ("function_call_output", "custom_tool_call_output")]
         for i in results:
-            self.note(f"tool_result {json.dumps(i.get('output'))}")
+            self.note(result_line(i.get('output')))
         tools = {t.get("name"): t for t in body.get("tools") or []
                  if isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("name"), str)}
         name = next((n for n in self.RESPONSES_SHELL_TOOLS if n in tools), None)
@@ -200,6 +211,59 @@ class Courier(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    # -- Gemini API (Gemini CLI 0.61.0, through the @google/genai SDK) ------------------------------------
+    def gemini(self, raw: bytes) -> None:
+        """``POST .../models/<model>:<method>``. ``streamGenerateContent`` (``?alt=sse``) and ``generateContent``:
+        R as the function call ``run_shell_command {"command": R}`` to the first request that offers that
+        function and carries no ``functionResponse`` yet, else a text part with ``finishReason`` STOP.
+        ``countTokens`` gets a count; any other method (``loadCodeAssist`` and the like) an empty object. The SSE
+        form is what the SDK's parser takes: ``data: <one-line JSON>`` events ended by a blank line, and no
+        ``event:`` line (its pattern is anchored on ``data:``)."""
+        method = self.path.split("?", 1)[0].rsplit(":", 1)[-1]
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        if method == "countTokens":
+            self.note("answer countTokens")
+            self.send_gemini({"totalTokens": 1})
+            return
+        if method not in ("generateContent", "streamGenerateContent"):
+            self.note(f"answer {method} empty")
+            self.send_gemini({})
+            return
+        functions = [f.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+                     for f in t.get("functionDeclarations") or [] if isinstance(f, dict)]
+        responses = [p["functionResponse"] for c in body.get("contents") or [] if isinstance(c, dict)
+                     for p in (c.get("parts") if isinstance(c.get("parts"), list) else [])
+                     if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        for r in responses:  # R's output (or the harness's refusal) as the harness reported it to the model
+            self.note(result_line(r.get('response')))
+        if "run_shell_command" in functions and not responses:
+            part: dict[str, Any] = {"functionCall": {"name": "run_shell_command", "args": {"command": self.r_command}}}
+            self.note(f"answer {method} functionCall")
+        else:
+            part = {"text": "Done."}
+            self.note(f"answer {method} text")
+        doc = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+               "modelVersion": "gemini-courier"}
+        self.send_gemini(doc, sse=method == "streamGenerateContent")
+
+    def send_gemini(self, doc: dict[str, Any], *, sse: bool = False) -> None:
+        """One Gemini answer: JSON, or one SSE event (``data: `` + one line of JSON + a blank line)."""
+        if not sse:
+            self.send_json(200, doc)
+            return
+        data = f"data: {json.dumps(doc)}\r\n\r\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()
         self.send_response(status)
@@ -239,9 +303,26 @@ def result_line(content: Any) -> str:
     before the log line is cut at 4 KiB, so a harness's output cap can be measured (``quotebench harness audit``)."""
     if isinstance(content, str):
         text = content
+    elif isinstance(content, dict):  # Gemini's functionResponse.response: {"output": ...} or {"error": ...}
+        text = next((v for v in (content.get("output"), content.get("error")) if isinstance(v, str)),
+                    json.dumps(content))
     else:
         text = "".join(b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
     return f"tool_result chars={len(text)} tail={json.dumps(text[-256:])} {json.dumps(content)}"
+
+
+def logged_result(line: str) -> Any:
+    """The content of one ``tool_result`` log line (:func:`result_line`; also the older form without ``chars=``
+    and ``tail=``). Raises ValueError when the line is not one, or was cut at 4 KiB inside its JSON."""
+    if not line.startswith("tool_result "):
+        raise ValueError("not a tool_result line")
+    rest = line[len("tool_result "):]
+    if rest.startswith("chars="):
+        rest = rest.split(" ", 1)[1] if " " in rest else ""
+    if rest.startswith("tail="):
+        _, end = json.JSONDecoder().raw_decode(rest, len("tail="))
+        rest = rest[end:].lstrip(" ")
+    return json.loads(rest)
 
 
 def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:
