@@ -69,14 +69,16 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     assert needs["tmux"] == ["tmux", "bash"] and needs["make"] == ["make", "bash", "sh"]
     assert needs["claude-code"] == ["claude-code", "python3", "bash"]
     assert needs["mini-swe-agent"] == ["mini-swe-agent", "python3", "sh"]
-    assert needs["codex", "gemini-cli"] == ["codex", "python3", "bash"]
+    assert needs["codex"] == ["codex", "python3", "bash"]
+    assert needs["gemini-cli"] == ["gemini-cli", "node", "python3", "bash"]
     comps = {c["name"]: c for c in doc["components"]}
     assert comps["shell-quote"]["kind"] == "npm" and comps["shell-quote"]["version"] == "1.8.3"
     assert comps["shell-quote"]["installable"] and not comps["tmux"]["installable"]
     assert comps["claude-code"]["kind"] == "npm" and comps["claude-code"]["version"] == "2.1.197"
     assert comps["claude-code"]["installable"]
     assert comps["mini-swe-agent"]["kind"] == "venv" and comps["mini-swe-agent"]["version"] == "2.4.6"
-    assert comps["codex", "gemini-cli"]["kind"] == "npm" and comps["codex", "gemini-cli"]["version"] == "0.171.0" and comps["codex", "gemini-cli"]["installable"]
+    assert comps["codex"]["kind"] == "npm" and comps["codex"]["version"] == "0.171.0" and comps["codex"]["installable"]
+    assert comps["gemini-cli"]["kind"] == "npm" and comps["gemini-cli"]["version"] == "0.61.0"
     assert comps["ssh"]["optional"] and comps["npm"]["optional"] and not comps["node"]["optional"]
 
 

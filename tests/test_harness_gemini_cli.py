@@ -269,6 +269,6 @@ def test_the_courier_streams_r_as_the_sdk_parses_it(courier) -> None:
     assert json.loads(post("/v1internal:loadCodeAssist", {})[1]) == {}
     assert json.loads(post("/v1beta/models/gemini-2.5-flash:embedContent", {})[1]) == {}
     logged = log.read_text()
-    assert "answer streamGenerateContent functionCall" in logged and 'tool_result {"output": "out"}' in logged
+    assert "answer streamGenerateContent functionCall" in logged and 'tool_result chars=3 tail="out" {"output": "out"}' in logged
     assert "answer countTokens" in logged and "answer embedContent empty" in logged
     assert "answer loadCodeAssist empty" in logged
