@@ -109,6 +109,9 @@ def _codex() -> bool | str:
     def install() -> None:
         CODEX.ensure()
         route = Codex()
+        route.program(route.installed())
+
+    return _npm_probe(install)
 
 
 def _gemini_cli() -> bool | str:
@@ -138,8 +141,8 @@ def _mini_swe_agent() -> bool | str:
 
 
 def _harbor() -> bool | str:
-    """Harbor (PyPI, pinned) in its per-user venv of a Python >= 3.12, installed on first use (about 4 min
-    with an empty pip cache; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    """Harbor (PyPI, pinned) in its per-user venv of a Python >= 3.12, installed on first use (about 30 s:
+    Harbor's models only; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
     from transports.components import HARBOR, MissingComponent
 
     try:
