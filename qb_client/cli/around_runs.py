@@ -184,8 +184,10 @@ def bench_harnesses_cmd(
 
     names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
     unknown = [h for h in names if h not in HARNESSES]
-    if unknown or not names:
-        fail(f"--harnesses: unknown harness route '{safe(unknown[0]) if unknown else ''}'; known: {', '.join(HARNESSES)}")
+    if unknown:
+        fail(f"--harnesses: unknown harness route '{safe(unknown[0])}'; known: {', '.join(HARNESSES)}")
+    if not names:
+        fail(f"--harnesses: name at least one harness route; known: {', '.join(HARNESSES)}")
     err.print(f"quotebench bench harnesses: measuring {', '.join(names)} ({n} runs each"
               + (f", then the sweep of 112 replies each at concurrency {concurrency}" if sweep else "") + ")...")
     doc = run_harness_bench(n, names, sweep=sweep, concurrency=concurrency, timeout_s=timeout)
