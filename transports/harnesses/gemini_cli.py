@@ -129,7 +129,7 @@ class GeminiCli(HarnessRoute):
 
     async def _deliver(self, command: str, sandbox: Sandbox, prefix: Path, program: Path, rel: str) -> Delivery:
         done = await super()._deliver(command, sandbox, prefix, program, rel)
-        if done.execution is None or done.harness is None:
+        if done.execution is None or done.harness is None or done.harness_error is not None:
             return done
         trace = done.execution.trace
         if trace is None or trace.dropped:  # without every exec, "no shell ran" cannot be known

@@ -26,6 +26,7 @@ What the courier's log is
 from __future__ import annotations
 
 from dataclasses import dataclass
+import signal
 from pathlib import Path
 
 import anyio
@@ -36,7 +37,7 @@ from ..base import Delivery, HarnessRun, check_command
 from ..components import Component
 from ..needs import MissingComponent
 from ..paths.route import Route
-from ..sandbox import ArgumentTooLong, Sandbox
+from ..sandbox import ArgumentTooLong, Execution, Sandbox
 from ..sandbox.exectrace import Exec, Trace
 from ..shells import DEFAULT, Shell
 from .courier import LOG_CAP
@@ -161,7 +162,32 @@ class HarnessRoute(Route):
             note = "the courier did not start, so the harness never ran"
         if ex.trace is not None and ex.trace.dropped:
             note = "; ".join(filter(None, [note, f"{ex.trace.dropped} execs past the trace's cap were counted, not kept"]))
+        if (crash := crashed(final, ex)) is not None:
+            return Delivery(received=None, execution=ex, received_note=note, harness=info,
+                            harness_error=f"{self.name}: {crash}")
         return Delivery(received=final.received, execution=ex, received_note=note, harness=info)
+
+
+CRASH_SIGNALS = {signal.SIGILL: "SIGILL", signal.SIGSEGV: "SIGSEGV", signal.SIGBUS: "SIGBUS",
+                 signal.SIGABRT: "SIGABRT", signal.SIGFPE: "SIGFPE", signal.SIGTRAP: "SIGTRAP"}
+
+
+def crashed(final: Final, ex: Execution) -> str | None:
+    """Why the harness itself crashed before it started its final shell, or None.
+
+    Claude Code 2.1.197's runtime (Bun) dies of SIGILL now and then on a loaded machine before it starts any
+    shell (5 of about 50 runs in one audit, 1 of 112 in a sweep; reruns of the same reply pass). That is the
+    harness failing on this machine, not the route doing something to R: nothing of R ran (the kernel saw no
+    final shell, so R cannot have caused it), and counting it as damage would put noise in every rate. So it
+    is a harness error (``error: harness: ...``), left out of rates, and ``replay``/``run`` resume retries it.
+    Only a death by a crash signal counts: a harness that exits by itself without a shell (a refusal, a
+    configuration error) or is killed at the time limit stays what it is."""
+    if final.exec is not None or ex.timed_out or ex.exit_code is None or not 128 < ex.exit_code < 128 + 65:
+        return None
+    name = CRASH_SIGNALS.get(ex.exit_code - 128)
+    if name is None:
+        return None
+    return f"the harness died of {name} (exit {ex.exit_code}) before it started a shell; nothing of R ran"
 
 
 def _read_log(sandbox: Sandbox, rel: str) -> str | None:
