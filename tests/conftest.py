@@ -115,6 +115,19 @@ def _mini_swe_agent() -> bool | str:
     return True
 
 
+def _openai_agents() -> bool | str:
+    """The real OpenAI Agents SDK (PyPI openai-agents, pinned), installed into its per-user venv on first use like
+    mini-swe-agent (about 20 s, 120 MB; ``.ci/run`` installs it beforehand)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.openai_agents import OPENAI_AGENTS
+
+    try:
+        OPENAI_AGENTS.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -136,6 +149,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
+    "openai-agents": (_openai_agents, "PyPI openai-agents==0.24.0 is not installed (quotebench components install openai-agents)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }

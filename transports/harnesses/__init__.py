@@ -11,6 +11,7 @@ What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
     ``paths.route``, ``paths.npm_cache``, ``paths.venv_cache``) and ``tasks.safefs``; nothing imports it but the registry (and the
     doctor, through the registry). The courier script imports nothing of the project: it runs in the sandbox.
+    Nor does :mod:`.agents_driver`, the program :mod:`.openai_agents` runs with the Agents SDK in the sandbox.
 
 How it differs from :mod:`transports.paths`
     A path reproduces a route's boundary with its real component (a library, tmux, make). Here the component
@@ -36,5 +37,6 @@ def _lazy(module: str, cls: str) -> Callable[[], Transport]:
 HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
     "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
+    "openai-agents": _lazy("openai_agents", "OpenAIAgents"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""
