@@ -109,10 +109,12 @@ def test_the_first_sh_of_the_harness_is_the_final_shell_and_r_follows_the_prefix
     uname = Exec(seq=2, pid=11, parent=12, forked_at=1, exe=None, argv=(b"uname", b"-p"), argv_complete=True)
     final = sh(3, 13, 10, "cd /w && echo 'a b'")
     forged = sh(4, 14, 13, "cd /w && forged")  # R's own look-alike: R's shell's child
-    helper = sh(5, 15, 10, "cd /w && # INSTALL_RUNTIME_HELPER_V1\nset -eu", DASH, b"sh", b"/tmp/helper")
-    got = cd_shell([PYTHON, uname, forged, final, helper], "/w")
+    helper = sh(2, 15, 10, "cd /w && # INSTALL_RUNTIME_HELPER_V1\nset -eu", DASH, b"sh", b"/tmp/helper")
+    got = cd_shell([PYTHON, uname, helper, forged, final], "/w")  # the SDK's helper (sh -c PROG sh FILE) never counts
     assert got.exec is final and got.wrapper == "cd /w && echo 'a b'" and got.received == "echo 'a b'"
     assert got.note is None
+    alone = cd_shell([PYTHON, helper], "/w")  # R ran elsewhere (`{"shell": "bash"}` gives bash -lc R): nothing
+    assert alone.exec is None and alone.received is None and "no sh -c" in (alone.note or "")
 
 
 def test_a_workspace_that_needs_quotes_is_matched_as_the_sdk_quotes_it() -> None:

@@ -22,8 +22,9 @@ The component
 
 ``received``
     The final shell is the first exec of the system's ``sh`` (dash's file, by identity) whose parent is the
-    harness's python process (:func:`transports.harnesses.mini_swe_agent.sh_shell`); a shell that R starts is
-    R's shell's child and never counts, nor does the SDK's own workspace-fingerprint helper, which runs later.
+    harness's python process and whose argument vector is ``sh -c PROGRAM`` (:func:`cd_shell`); a shell that R
+    starts is R's shell's child and never counts, nor does the SDK's own workspace-fingerprint helper (``sh -c
+    PROGRAM sh FILE``, when the session stops).
     Its program is ``cd <workspace> && R'``: ``wrapper`` is the whole program and ``received`` the text after
     the exact prefix ``cd <shlex.quote(workspace)> && ``, the workspace as the driver was given it. Where the
     prefix does not match exactly, ``received`` is null with a note. The record's shell is dash (compare with
@@ -42,6 +43,7 @@ import shlex
 from pathlib import Path
 
 from ..base import Delivery
+from ..capture import program_identity, received_from
 from ..components import Component
 from ..needs import MissingComponent
 from ..sandbox import Sandbox
@@ -49,7 +51,6 @@ from ..sandbox.exectrace import Exec
 from ..shells import SH
 from .claude_code import PYTHON3
 from .harness import Final, HarnessRoute
-from .mini_swe_agent import sh_shell
 
 DIST = "openai-agents"
 VERSION = "0.24.0"
@@ -114,13 +115,23 @@ def cd_prefix(workspace: str) -> str:
 
 
 def cd_shell(execs: list[Exec], workspace: str) -> Final:
-    """The first ``sh`` the harness itself started and its program; ``received`` is what follows the exact
-    ``cd <workspace> && `` prefix, None (with a note) when the program does not start with it."""
-    final = sh_shell(execs)
-    if final.exec is None or final.wrapper is None:
-        return final
+    """The final shell: the first exec of the system's ``sh`` (dash's file) whose parent is the harness's python
+    process and whose argument vector is exactly ``sh -c PROGRAM``, as the SDK builds it for a tool call. The
+    SDK's own helpers run as ``sh -c PROGRAM NAME ARG`` (the workspace fingerprint, when the session stops) and
+    never count, nor does a shell that R starts (R's shell's child). ``received`` is what follows the exact ``cd
+    <workspace> && `` prefix, None (with a note) when the program does not start with it."""
+    if not execs:
+        return Final(None, note="the kernel saw no program run")
+    harness, dash = execs[0].pid, program_identity("sh")
+    found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == dash
+             and (len(e.argv) == 3 or not e.argv_complete) and (text := received_from(list(e.argv))) is not None]
+    if not found:
+        return Final(None, note="the harness started no sh -c")
+    chosen, program = found[0]
+    if not chosen.argv_complete:
+        return Final(chosen, None, None, "the final shell's argv could not be read whole")
     prefix = cd_prefix(workspace)
-    if not final.wrapper.startswith(prefix):
-        return Final(final.exec, final.wrapper, None,
+    if not program.startswith(prefix):
+        return Final(chosen, program, None,
                      f"the final shell's program does not start with the SDK's {prefix.strip()!r} prefix")
-    return Final(final.exec, final.wrapper, final.wrapper[len(prefix):], None)
+    return Final(chosen, program, program[len(prefix):], None)
