@@ -69,10 +69,11 @@ def test_home_is_the_workspace() -> None:
 @HARNESS
 def test_a_command_cannot_change_its_record_through_the_courier() -> None:
     command = (f"echo forged > {INSIDE_ROOT}/meta/harness-*/courier.log; sh -c 'cd {WORKSPACE} && forged'; "
-               "echo 'hello world' > out.txt; pkill -x python3")
+               f"echo 'hello world' > out.txt; pkill -x python3; exec sh -c 'cd {WORKSPACE} && forged'")
     r = rec("openai-agents", command)
     # the courier is dead, so the SDK's next request fails and the driver ends with one line; received is still
-    # the kernel's record of the harness's own shell, not R's look-alike, and the log is informational
+    # the kernel's record of the harness's own shell, not R's look-alikes (a child of R's shell, and R's shell
+    # itself exec'ing `sh -c` with the harness as its parent: the first exec wins), and the log is informational
     assert r.received == command and not r.damaged and r.received_note is None
     assert r.verdict.passed and r.exit_code == 1 and "agents_driver: APIConnectionError" in r.stderr.text
     assert "Traceback" not in r.stderr.text
@@ -109,8 +110,10 @@ def test_the_first_sh_of_the_harness_is_the_final_shell_and_r_follows_the_prefix
     uname = Exec(seq=2, pid=11, parent=12, forked_at=1, exe=None, argv=(b"uname", b"-p"), argv_complete=True)
     final = sh(3, 13, 10, "cd /w && echo 'a b'")
     forged = sh(4, 14, 13, "cd /w && forged")  # R's own look-alike: R's shell's child
+    replaced = sh(6, 13, 10, "cd /w && forged")  # R's shell exec'ing a look-alike in its place: the same pid, later
     helper = sh(2, 15, 10, "cd /w && # INSTALL_RUNTIME_HELPER_V1\nset -eu", DASH, b"sh", b"/tmp/helper")
-    got = cd_shell([PYTHON, uname, helper, forged, final], "/w")  # the SDK's helper (sh -c PROG sh FILE) never counts
+    # the SDK's helper (sh -c PROG sh FILE) never counts, nor do R's look-alikes
+    got = cd_shell([PYTHON, uname, helper, final, forged, replaced], "/w")
     assert got.exec is final and got.wrapper == "cd /w && echo 'a b'" and got.received == "echo 'a b'"
     assert got.note is None
     alone = cd_shell([PYTHON, helper], "/w")  # R ran elsewhere (`{"shell": "bash"}` gives bash -lc R): nothing
