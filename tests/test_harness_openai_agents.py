@@ -1,8 +1,8 @@
-"""The `openai-agents` route: the real OpenAI Agents SDK 0.24.0 (SandboxAgent, Shell, UnixLocalSandboxClient) run by
-our driver, with the courier answering the Responses API inside the sandbox. A run costs 3 to 15 seconds (the SDK's
-import, then its workspace fingerprint when the session stops), so the file runs five: the control solution, a
-hostile command, the SDK's rewrite of a command that starts with the workspace path, HOME, and a command that
-attacks the courier (docs/harnesses.md)."""
+"""The `openai-agents` route: the real OpenAI Agents SDK 0.24.0 (SandboxAgent, Shell, UnixLocalSandboxClient) run by our
+driver, with the courier answering the Responses API inside the sandbox. A run costs 2.5 seconds on a quiet machine
+and up to 17 under load (the SDK's import, then its workspace fingerprint when the session stops), so the file runs
+five: the control solution, a hostile command, the SDK's rewrite of a command that starts with the workspace path,
+HOME, and a command that attacks the courier (docs/harnesses.md)."""
 
 from __future__ import annotations
 
