@@ -140,6 +140,19 @@ def _mini_swe_agent() -> bool | str:
     return True
 
 
+def _openai_agents() -> bool | str:
+    """The real OpenAI Agents SDK (PyPI openai-agents, pinned), installed into its per-user venv on first use like
+    mini-swe-agent (about 20 s, 120 MB; ``.ci/run`` installs it beforehand)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.openai_agents import OPENAI_AGENTS
+
+    try:
+        OPENAI_AGENTS.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
 def _harbor() -> bool | str:
     """Harbor (PyPI, pinned) in its per-user venv of a Python >= 3.12, installed on first use (about 30 s:
     Harbor's models only; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
@@ -173,6 +186,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
+    "openai-agents": (_openai_agents, "PyPI openai-agents==0.24.0 is not installed (quotebench components install openai-agents)"),
     "harbor": (_harbor, "PyPI harbor==0.26.0 is not installed (quotebench components install harbor; it needs a "
                         "Python >= 3.12 on the machine)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
