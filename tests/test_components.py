@@ -70,7 +70,8 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     assert needs["claude-code"] == ["claude-code", "python3", "bash"]
     assert needs["mini-swe-agent"] == ["mini-swe-agent", "python3", "sh"]
     assert needs["codex"] == ["codex", "python3", "bash"]
-    assert needs["gemini-cli", "openai-agents"] == ["gemini-cli", "node", "python3", "bash"]
+    assert needs["gemini-cli"] == ["gemini-cli", "node", "python3", "bash"]
+    assert needs["openai-agents"] == ["openai-agents", "python3", "sh"]
     comps = {c["name"]: c for c in doc["components"]}
     assert comps["shell-quote"]["kind"] == "npm" and comps["shell-quote"]["version"] == "1.8.3"
     assert comps["shell-quote"]["installable"] and not comps["tmux"]["installable"]
@@ -78,7 +79,8 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     assert comps["claude-code"]["installable"]
     assert comps["mini-swe-agent"]["kind"] == "venv" and comps["mini-swe-agent"]["version"] == "2.4.6"
     assert comps["codex"]["kind"] == "npm" and comps["codex"]["version"] == "0.171.0" and comps["codex"]["installable"]
-    assert comps["gemini-cli", "openai-agents"]["kind"] == "npm" and comps["gemini-cli", "openai-agents"]["version"] == "0.61.0"
+    assert comps["openai-agents"]["kind"] == "venv" and comps["openai-agents"]["version"] == "0.24.0"
+    assert comps["gemini-cli"]["kind"] == "npm" and comps["gemini-cli"]["version"] == "0.61.0"
     assert comps["ssh"]["optional"] and comps["npm"]["optional"] and not comps["node"]["optional"]
 
 
