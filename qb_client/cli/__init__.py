@@ -31,6 +31,7 @@ from transports.results.store import StoreError
 
 # they register the commands; the order of this import is the order of ``--help``
 from . import components, exec_command, import_inspect, runs, suite, around_runs  # noqa: F401  # isort: skip
+from . import harness_run  # noqa: F401  # isort: skip  (run --harness, harness-report)
 from .app import app
 from .help import tidy
 from ..console import BadInput, err, one_line
