@@ -1,0 +1,70 @@
+"""The budgets of a harness run: turns (one Claude Code run) and tokens (the proxy alone)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qb_client.campaign.harness_proxy import Answer, Budget, RecordingProxy, Request
+from qb_client.campaign.harness_wire import render
+from qb_client.cli import main
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.needs("bwrap", "python3", "claude-code")
+def test_the_turn_budget_ends_the_run(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["quotebench", "run", "--harness", "claude-code", "--model", "courier", "--tasks",
+                                      "json-edit/control", "--out", str(tmp_path / "o"), "--max-turns", "2",
+                                      "--wall", "60", "--json"])
+    with pytest.raises(SystemExit):
+        main()
+    out = capsys.readouterr().out
+    (r,) = lines(tmp_path / "o" / "results.jsonl")
+    assert r["agent"]["stop"] == "turns" and r["agent"]["budget"]["max_turns"] == 2
+    assert not r["verdict"]["passed"]  # the repair (turn 2) never came: the slip was the last command
+    assert [s["exit_code"] for s in r["steps"]] == [0, 1]
+    ex = [e for e in lines(tmp_path / "o" / "exchanges.jsonl") if e["kind"] == "loop"]
+    assert [e["synthetic"] for e in sorted(ex, key=lambda e: e["index"])] == [None, None, "turns"]
+    row = json.loads(out)["rows"][0]
+    assert (row["n"], row["passed"], row["exit_zero_wrong"], row["failing_with_shell"]) == (1, 0, 0, 1)
+
+
+class Costly:
+    """An upstream whose every answer costs 60 tokens (one tool call)."""
+
+    model = "m"
+
+    async def answer(self, request: Request) -> Answer:
+        body, ctype = render("anthropic", False, "m", ["true"], "", request.index)
+        doc = json.loads(body)
+        doc["usage"].update(input_tokens=50, output_tokens=10)
+
+        async def once() -> Any:
+            yield json.dumps(doc).encode()
+        return Answer(200, ctype, once())
+
+
+def test_the_token_budget_ends_the_run() -> None:
+    async def main_() -> list[str | None]:
+        proxy = RecordingProxy(Costly(), Budget(max_turns=10, max_tokens=100))
+        body = json.dumps({"messages": [], "tools": [{"name": "Bash"}]}).encode()
+        async with proxy.serving() as d:
+            for _ in range(4):
+                reader, writer = await asyncio.open_unix_connection(str(d / "proxy.sock"))
+                writer.write(b"POST /v1/messages HTTP/1.1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                             % (len(body), body))
+                await writer.drain()
+                await asyncio.wait_for(reader.read(), 10)
+                writer.close()
+        assert proxy.stop == "tokens" and proxy.tokens == 120
+        return [e.synthetic for e in sorted(proxy.exchanges, key=lambda e: e.index)]
+
+    assert asyncio.run(main_()) == [None, None, "tokens", "tokens"]  # 60, 120 >= 100: the third is the proxy's
