@@ -113,7 +113,7 @@ def test_a_replay_reports_where_the_requests_diverge(recorded: Path, tmp_path: P
     assert code == 0 and doc["replay"]["identical"] == 1  # the answers were the stored ones, so the steps are too
     (d,) = doc["replay"]["diverged"]
     first = d["divergences"][0]
-    assert d["task_id"] == "file-write/control" and first["turn"] == 2 and first["at"] == 4
+    assert d["task_id"] == "file-write/control" and (first["turn"], first["at"], first["what"]) == (2, 4, "result")
     assert first["recorded"].startswith("result:exit status 1") and first["now"].startswith("result:Exit code 1")
 
 

@@ -11,8 +11,10 @@ exercises the very path a paid run takes: the relay, the socket, the recording, 
   deterministic, and it never sees the verdict.
 * :class:`ReplayUpstream` answers from a recorded run's stored responses, matched by (kind, index): loop turns
   by turn, auxiliary requests by their own count. It compares each loop request's skeleton with the recorded
-  one and keeps the first difference of each turn (``divergences``): a different harness version shows where
-  its requests part from the recorded ones.
+  one and keeps the first difference of each turn (``divergences``, with ``what`` differs: ``tools`` offered,
+  a ``call`` the harness sent back, a tool ``result``, or ``beyond`` the recording): a different harness
+  version shows where its requests part from the recorded ones. A ``result`` alone can also be the task's
+  own nondeterminism (a git commit's hash holds the time), not the harness's.
 """
 
 from __future__ import annotations
@@ -121,14 +123,15 @@ class ReplayUpstream:
         stored = self.by_key.get((request.kind, request.index))
         if request.loop:
             if stored is None:
-                self.divergences.append({"turn": request.turn, "at": None, "recorded": None,
+                self.divergences.append({"turn": request.turn, "at": None, "what": "beyond", "recorded": None,
                                          "now": "a loop request past the recorded run"})
                 return stop_answer(request.fmt, request.stream, self.model, request.turn or 0, "recording")
             now, then = skeleton(request.fmt, request.body), stored.get("skeleton") or []
             now = [s[:4096] for s in now]
             if now != then:
                 at = next((i for i, (a, b) in enumerate(zip(then, now)) if a != b), min(len(then), len(now)))
-                self.divergences.append({"turn": request.turn, "at": at,
+                seen = then[at] if at < len(then) else now[at] if at < len(now) else ""
+                self.divergences.append({"turn": request.turn, "at": at, "what": seen.split(":", 1)[0] or "length",
                                          "recorded": then[at][:300] if at < len(then) else None,
                                          "now": now[at][:300] if at < len(now) else None})
         if stored is None:  # an auxiliary request the recording did not have (they race): a plain end of turn
