@@ -277,6 +277,13 @@ class RecordingProxy:
                 error = scrub(f"{type(e).__name__}: {e}", self.secret).splitlines()[0][:500] if str(e) else type(e).__name__
                 answer = Answer(502, "application/json", _once(json.dumps(
                     {"type": "error", "error": {"type": "api_error", "message": f"quotebench proxy: {error}"}}).encode()))
+        if method == "HEAD":  # a reachability probe (Claude Code sends one): a head, never a body
+            writer.write(f"HTTP/1.1 {answer.status} OK\r\ncontent-length: 0\r\n\r\n".encode())
+            await writer.drain()
+            async with self._lock:
+                self.exchanges.append(Exchange(fmt, kind, index, turn, method, path.split("?", 1)[0], "", False,
+                                               answer.status, "", "", False, 0.0))
+            return
         writer.write(f"HTTP/1.1 {answer.status} OK\r\ncontent-type: {answer.content_type}\r\n"
                      "transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n".encode())
         scrubber, kept, truncated = Scrubber(self.secret), bytearray(), False

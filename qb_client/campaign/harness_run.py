@@ -168,6 +168,8 @@ class HarnessCampaign:
             delivery = Delivery(received=None, execution=agent.execution, harness_error=agent.harness_error,
                                 received_note=agent.note, harness=info)
             verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
+        if (close := getattr(upstream, "aclose", None)) is not None:
+            await close()  # a provider's connection pool
         exs = sorted(proxy.exchanges, key=lambda e: (e.kind != "loop", e.index))
         loop = [e for e in exs if e.kind == "loop" and e.status == 200]
         replies = [parse_reply(e.fmt or "chat", e.response.encode("utf-8")) for e in loop]
