@@ -17,8 +17,15 @@ What it records
     the time, and the request's skeleton (what a replay compares). The key is scrubbed from everything stored
     and from every byte sent back into the sandbox, whatever the provider echoes.
 
+Who is asking
+    Each exchange keeps the connecting process's pid as the kernel reports it (``SO_PEERCRED``). The first
+    process to ask is pinned as the relay (no command can run before the model's first answer); a request
+    from any other process gets 403, takes no turn and goes nowhere, and is recorded as ``foreign``. After
+    the run the pin is checked against the relay the launcher started, from the exec trace
+    (:mod:`qb_client.campaign.harness_run`): if they differ, every exchange is foreign and no step counts.
+
 Bounds
-    A request: its head within :data:`HEAD_CAP` bytes and :data:`READ_TIMEOUT_S`, a ``content-length`` body (no
+    At most :data:`MAX_CONNECTIONS` connections at once. A request: its head within :data:`HEAD_CAP` bytes and :data:`READ_TIMEOUT_S`, a ``content-length`` body (no
     chunked upload) of at most :data:`REQUEST_CAP` bytes; at most :data:`MAX_EXCHANGES` exchanges per run; one
     answer within the upstream's timeout. The budgets (turns, tokens) are checked before a loop turn goes
     upstream: past one, the proxy answers itself with the end of the run (``synthetic``), and says which.
@@ -31,6 +38,8 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
+import struct
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -46,6 +55,7 @@ REQUEST_STORE_CAP = 2 * 1024 * 1024
 RESPONSE_CAP = 8 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
 MAX_EXCHANGES = 400
+MAX_CONNECTIONS = 32
 SKELETON_ITEM_CAP = 4096
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 """mini-swe-agent's own way of ending its run: what a budget stop answers on Chat Completions."""
@@ -103,8 +113,12 @@ class Exchange:
     ms: float
     skeleton: list[str] = field(default_factory=list)
     synthetic: str | None = None
-    """Set when the proxy answered itself: ``turns`` or ``tokens`` (a budget spent), ``refused`` (bad request)."""
+    """Set when the proxy answered itself: ``turns`` or ``tokens`` (a budget spent)."""
     error: str | None = None
+    peer_pid: int | None = None
+    """The connecting process as the kernel names it (``SO_PEERCRED``): the relay's pid, or someone else's."""
+    foreign: bool = False
+    """Set after the run when the request did not come through the relay the launcher started."""
 
     def dump(self) -> dict[str, Any]:
         return asdict(self)
@@ -163,6 +177,8 @@ class RecordingProxy:
         self.tokens = 0
         self.stop: str | None = None
         self.notes: list[str] = []
+        self.pinned: int | None = None
+        """The first process to ask: the relay (no command runs before the model's first answer)."""
         self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
@@ -206,6 +222,14 @@ class RecordingProxy:
                 self._tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) > MAX_CONNECTIONS:
+            return
+        sock = writer.get_extra_info("socket")
+        peer: int | None
+        try:
+            peer = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        except (OSError, AttributeError, struct.error):
+            peer = None
         while True:  # keep-alive: one request after the other on the connection
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
@@ -233,7 +257,7 @@ class RecordingProxy:
                 await self._plain(writer, 413, f"the request body must be 0 to {REQUEST_CAP} bytes")
                 return
             body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
-            await self._exchange(method, path, headers, body, writer)
+            await self._exchange(method, path, headers, body, writer, peer)
             if headers.get("connection", "").lower() == "close":
                 return
 
@@ -244,10 +268,19 @@ class RecordingProxy:
         await writer.drain()
 
     async def _exchange(self, method: str, path: str, headers: dict[str, str], body: bytes,
-                        writer: asyncio.StreamWriter) -> None:
+                        writer: asyncio.StreamWriter, peer: int | None) -> None:
         start = time.perf_counter()
         fmt, loop, stream = classify(path, body)
         synthetic: str | None = None
+        if self.pinned is None:
+            self.pinned = peer
+        if peer is None or peer != self.pinned:  # not the relay: answered nothing, counted as nothing
+            await self._plain(writer, 403, "only the harness's relay may ask")
+            async with self._lock:
+                self.exchanges.append(Exchange(fmt, "foreign", len(self.exchanges), None, method, path.split("?", 1)[0],
+                                               scrub(body[:4096].decode("utf-8", "replace"), self.secret),
+                                               len(body) > 4096, 403, "", "", False, 0.0, peer_pid=peer, foreign=True))
+            raise ConnectionResetError  # closes the connection
         async with self._lock:
             if len(self.exchanges) + 1 > MAX_EXCHANGES:
                 await self._plain(writer, 429, f"more than {MAX_EXCHANGES} requests in one run")
@@ -282,7 +315,7 @@ class RecordingProxy:
             await writer.drain()
             async with self._lock:
                 self.exchanges.append(Exchange(fmt, kind, index, turn, method, path.split("?", 1)[0], "", False,
-                                               answer.status, "", "", False, 0.0))
+                                               answer.status, "", "", False, 0.0, peer_pid=peer))
             return
         writer.write(f"HTTP/1.1 {answer.status} OK\r\ncontent-type: {answer.content_type}\r\n"
                      "transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n".encode())
@@ -312,7 +345,7 @@ class RecordingProxy:
         ex = Exchange(fmt, kind, index, turn, method, path.split("?", 1)[0], text,
                       len(body) > REQUEST_STORE_CAP, answer.status, answer.content_type,
                       bytes(kept).decode("utf-8", "replace"), truncated, round((time.perf_counter() - start) * 1000, 3),
-                      skel, synthetic, error)
+                      skel, synthetic, error, peer)
         if loop and fmt is not None and answer.status == 200:
             reply = parse_reply(fmt, bytes(kept))
             self.tokens += (reply.input_tokens or 0) + (reply.output_tokens or 0)

@@ -171,7 +171,9 @@ class HarnessCampaign:
         if (close := getattr(upstream, "aclose", None)) is not None:
             await close()  # a provider's connection pool
         exs = sorted(proxy.exchanges, key=lambda e: (e.kind != "loop", e.index))
-        loop = [e for e in exs if e.kind == "loop" and e.status == 200]
+        for e in exs:  # a request that did not come through the launcher's relay is no turn of the harness
+            e.foreign = e.peer_pid is None or e.peer_pid != agent.relay_pid
+        loop = [e for e in exs if e.kind == "loop" and e.status == 200 and not e.foreign]
         replies = [parse_reply(e.fmt or "chat", e.response.encode("utf-8")) for e in loop]
         commands = [c for r in replies for c in r.commands]
         pairs, extra = pair(commands, agent.shells)
@@ -189,7 +191,7 @@ class HarnessCampaign:
             "attempt": attempt, "turns": len(loop), "requests": len(exs), "stop": stop,
             "budget": {"max_turns": self.plan.max_turns, "max_tokens": self.plan.max_tokens, "wall_s": self.plan.wall_s},
             "tool_calls": len(commands), "shells": len(agent.shells), "unmatched_shells": extra,
-            "refused": sum(1 for _, s in pairs if s is None),
+            "refused": sum(1 for _, s in pairs if s is None), "foreign_requests": sum(1 for e in exs if e.foreign),
             "other_tools": sorted({t for r in replies for t in r.other_tools}),
             "upstream_errors": [e.error for e in exs if e.error][:5],
         }

@@ -43,7 +43,7 @@ RELAY_FAILED = 97
 LAUNCHER = r"""
 relay=$1 sock=$2 url_var=$3 url_path=$4; shift 4
 port=${TMPDIR:-/tmp}/qb-relay-port-$$
-python3 -I "$relay" "$sock" "$port" </dev/null >/dev/null 2>&1 &
+python3 -I "$relay" "$sock" "$port" $$ </dev/null >/dev/null 2>&1 &
 i=0
 while [ ! -s "$port" ]; do
   i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "quotebench: the relay did not start" >&2; exit 97; }
@@ -71,6 +71,8 @@ class AgentRun:
     shells: list[Shell] = field(default_factory=list)
     harness_error: str | None = None
     note: str | None = None
+    relay_pid: int | None = None
+    """The relay the launcher started (host pid, from the trace): the only process whose requests count."""
 
 
 @dataclass(frozen=True)
@@ -191,4 +193,6 @@ async def run_agent(route: HarnessRoute, sandbox: Sandbox, *, prompt: str, model
         note = "the relay did not start, so the harness never reached its model"
     if trace is not None and trace.dropped:
         note = "; ".join(filter(None, [note, f"{trace.dropped} execs past the trace's cap were counted, not kept"]))
-    return AgentRun(ex, shells, note=note)
+    relay_pid = next((e.pid for e in trace.execs[1:] if trace.execs and e.parent == trace.execs[0].pid
+                      and relay.encode() in e.argv), None) if trace is not None else None
+    return AgentRun(ex, shells, note=note, relay_pid=relay_pid)
