@@ -1,10 +1,13 @@
-"""The budgets of a harness run: turns (one Claude Code run) and tokens (the proxy alone)."""
+"""The budgets of a harness run: turns (one Claude Code run) and tokens (the proxy alone); a provider that
+refuses is an error, not a model failure (one Claude Code run)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +71,41 @@ def test_the_token_budget_ends_the_run() -> None:
         return [e.synthetic for e in sorted(proxy.exchanges, key=lambda e: e.index)]
 
     assert asyncio.run(main_()) == [None, None, "tokens", "tokens"]  # 60, 120 >= 100: the third is the proxy's
+
+
+class Refusing(BaseHTTPRequestHandler):
+    """A provider that refuses every request (a model it does not have: Claude Code does not retry a 400; it
+    retries a 401 until its time runs out, measured)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        data = b'{"type":"error","error":{"type":"invalid_request_error","message":"no such model: m"}}'
+        self.send_response(400)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.mark.needs("bwrap", "python3", "claude-code")
+def test_a_provider_failure_is_an_error_not_a_model_failure(tmp_path: Path, capsys, monkeypatch) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-qb-wrong")
+    monkeypatch.setattr(sys, "argv", ["quotebench", "run", "--harness", "claude-code", "--model", "anthropic:m",
+                                      "--base-url", f"http://127.0.0.1:{server.server_address[1]}", "--tasks",
+                                      "file-write/control", "--out", str(tmp_path / "o"), "--wall", "30"])
+    try:
+        with pytest.raises(SystemExit) as ended:
+            main()
+    finally:
+        server.shutdown()
+    (r,) = lines(tmp_path / "o" / "results.jsonl")
+    assert ended.value.code == 1 and r["error"] == "provider: turn 0: HTTP 400", r["error"]
+    assert r["steps"] == [] and r["agent"]["turns"] == 0 and r["limit_hit"] is None  # it gave up, no time ran out
+    assert "provider: turn 0: HTTP 400" in capsys.readouterr().err

@@ -11,6 +11,10 @@ final state. The record (``results.jsonl``) lists every tool call as a step:
   *refused* (``transport_error`` says so, ``received`` is null);
 * ``passed``: the state is judged once, at the end: the last step carries the verdict, the others ``false``.
 
+A run whose last request to the model failed (the provider's error status, a connection cut) ended on the
+provider, not on the model: its record's ``error`` says so (``provider: turn N: ...``), it is left out of every
+rate, and a rerun with the same ``--out`` runs it again.
+
 The exchanges go to ``exchanges.jsonl`` (the run's reply store; written whole when the run ends, then its
 record, so a run cut short leaves nothing a rerun would trust), each with the run's ``attempt`` id. There is
 no ``replies.jsonl``: the run is on-policy (each reply depends on what the harness did with the last), as
@@ -199,12 +203,17 @@ class HarnessCampaign:
             meta["replayed_from"] = upstream.attempt
             meta["divergences"] = upstream.divergences
         last = steps[-1] if steps else None
+        asked = [e for e in exs if e.kind == "loop" and not e.foreign and e.synthetic is None]
+        failed = asked[-1] if asked and (asked[-1].error or asked[-1].status >= 400) else None
+        provider_error = (f"provider: turn {failed.turn}: {failed.error or f'HTTP {failed.status}'}"
+                          if failed is not None and agent.harness_error is None else None)
         top = Delivery(received=last.received if last else None, execution=ex, harness_error=agent.harness_error,
                        received_note=agent.note, harness=info)
         record = build_record(task, self.route.harness, last.command if last else None, top, verdict,
                               reply=replies[-1].text if replies else "", run_id=self.run_id, reply_id=key,
                               config=self.config, contract=CONTRACT, draw=draw, usage=usage,
-                              generate_ms=round(sum(e.ms for e in loop), 3), userland=box.userland)
+                              generate_ms=round(sum(e.ms for e in loop), 3), userland=box.userland,
+                              error=provider_error)
         if last is not None and last.transport_error:
             record.damaged = False
         return record.model_copy(update={"steps": steps, "agent": meta})
