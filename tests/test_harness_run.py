@@ -20,6 +20,7 @@ from qb_client.campaign.harness_script import MISSING_DIR, courier_script
 from qb_client.campaign.harness_upstream import ScriptUpstream
 from qb_client.cli import main
 from tasks.load import get_task
+from transports.harnesses.claude_code import VERSION
 from transports.results.record import ConfigInfo
 
 HARNESS = pytest.mark.needs("bwrap", "python3", "claude-code")
@@ -82,7 +83,8 @@ def test_a_replay_gives_identical_records(recorded: Path, tmp_path: Path, capsys
     code, out, _ = cli(capsys, monkeypatch, "run", "--harness", "claude-code", "--model", f"replay:{recorded}",
                        "--out", str(tmp_path / "rep"), "--wall", "60", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["replay"] == {"identical": 2, "different": 0, "diverged": []}, doc
+    assert code == 0 and doc["replay"] == {"identical": 2, "different": 0, "diverged": [], "recorded_with": [VERSION],
+                                    "replayed_with": VERSION}, doc
     before = {(r["task_id"], r["draw"]): r for r in lines(recorded / "results.jsonl")}
     after = lines(tmp_path / "rep" / "results.jsonl")
     for r in after:

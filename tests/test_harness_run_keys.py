@@ -196,6 +196,7 @@ def test_the_provider_upstream_sends_only_the_key_it_holds(provider) -> None:
 def test_bad_harness_options_are_one_line(capsys, monkeypatch, tmp_path: Path) -> None:
     for args, words in [
         (["--harness", "nope", "--model", "courier"], "--harness nope: unknown"),
+        (["--harness", "claude-code@1;rm", "--model", "courier"], "must be a release number"),
         (["--harness", "claude-code", "--model", "openai:gpt"], "claude-code speaks Anthropic Messages"),
         (["--harness", "claude-code", "--model", f"replay:{tmp_path}"], "results.jsonl is missing"),
         (["--harness", "claude-code", "--model", "weird"], "with --harness, one of courier"),

@@ -14,6 +14,7 @@ from qb_client.campaign.harness_run import comparable
 from qb_client.campaign.harness_script import courier_script
 from qb_client.cli import main
 from tasks.load import get_task
+from transports.harnesses.mini_swe_agent import VERSION
 
 HARNESS = pytest.mark.needs("bwrap", "python3", "dash", "mini-swe-agent")
 TASK = "json-edit/control"
@@ -43,7 +44,8 @@ def test_record_then_replay_gives_identical_records(tmp_path: Path, capsys, monk
     assert r["agent"]["turns"] == 4 and r["agent"]["stop"] == "end"
     code, out = cli(capsys, monkeypatch, "run", "--harness", "mini-swe-agent", "--model", f"replay:{tmp_path / 'rec'}",
                     "--out", str(tmp_path / "rep"), "--wall", "90", "--json")
-    assert code == 0 and json.loads(out)["replay"] == {"identical": 1, "different": 0, "diverged": []}
+    assert code == 0 and json.loads(out)["replay"] == {"identical": 1, "different": 0, "diverged": [],
+                                                       "recorded_with": [VERSION], "replayed_with": VERSION}
     (again,) = lines(tmp_path / "rep" / "results.jsonl")
     assert comparable(again) == comparable(r)
     # a rerun into the same --out does nothing: the run is recorded

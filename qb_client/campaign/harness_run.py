@@ -23,6 +23,8 @@ in the multi-turn arm; its replay is :class:`~.harness_upstream.ReplayUpstream` 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -71,6 +73,20 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
 
 
+def route_at(spec: str) -> HarnessRoute:
+    """The harness route of ``NAME`` or ``NAME@VERSION``: another release of the same harness, installed on
+    first use like the pinned one (a replay through it shows where its requests diverge)."""
+    name, _, version = spec.partition("@")
+    route = get(name)
+    assert isinstance(route, HarnessRoute)
+    if not version or version == route.version:
+        return route
+    other = copy.copy(route)
+    other.version = version
+    other.package = dataclasses.replace(route.package, version=version)
+    return other
+
+
 def run_key(config: ConfigInfo, harness: str, version: str, task: Task, draw: int) -> str:
     """What makes a run unique: config (with its variant), harness and release, suite version, task, draw."""
     text = json.dumps([config.label, harness, version, versions()["suite"], task.id, draw])
@@ -117,9 +133,7 @@ class HarnessCampaign:
                  upstream_for: Callable[[Task, int, str], Upstream | None], secret: str | None = None) -> None:
         self.plan, self.config, self.model, self.out = plan, config, model, out_dir
         self.upstream_for, self.secret = upstream_for, secret
-        route = get(plan.harness)
-        assert isinstance(route, HarnessRoute)
-        self.route = route
+        self.route = route_at(plan.harness)
         self.run_id = new_id()
 
     def done(self) -> set[str]:
@@ -220,11 +234,12 @@ class HarnessCampaign:
 
 
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """What must be identical between a recorded run and its replay through the same harness release: the
-    task, the steps (command, received, exit code), the verdict, the turns and how the run stopped."""
+    """What must be identical between a recorded run and its replay: the task, the steps (command, received,
+    exit code), the verdict, the turns and how the run stopped. The harness's release is left out, so a
+    replay through another release says whether it did the same (its requests' divergences are apart)."""
     agent = record.get("agent") or {}
     return {"task_id": record.get("task_id"), "draw": record.get("draw"), "harness": record.get("harness"),
-            "harness_version": record.get("harness_version"), "config": record.get("config"),
+            "config": record.get("config"),
             "command": record.get("command"), "received": record.get("received"),
             "steps": [{k: s.get(k) for k in ("command", "received", "damaged", "exit_code", "transport_error", "passed")}
                       for s in record.get("steps") or []],

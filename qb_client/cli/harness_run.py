@@ -21,7 +21,7 @@ import anyio
 import typer
 
 from .app import JSON_OPT, app
-from ..console import fail, make_dirs, message, out, print_json, safe_text
+from ..console import fail, make_dirs, message, out, print_json, safe, safe_text
 
 HARNESS_OPT = typer.Option(None, "--harness", help="Run the real harness as the agent (claude-code, mini-swe-agent): "
                            "each task's instruction is its prompt; --model courier is the offline dry run, "
@@ -72,8 +72,11 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
     from ..campaign.harness_upstream import ProviderUpstream, ReplayUpstream, ScriptUpstream
     from ..report.harness_runs import harness_rows
 
-    if harness not in SPECS:
-        fail(f"--harness {safe_text(harness)}: unknown; one of {', '.join(SPECS)}")
+    name_part, _, version = harness.partition("@")
+    if name_part not in SPECS:
+        fail(f"--harness {safe_text(harness)}: unknown; one of {', '.join(SPECS)} (NAME@VERSION for another release)")
+    if version and not all(c.isalnum() or c in ".-+" for c in version):
+        fail(f"--harness {safe_text(harness)}: the version must be a release number such as 2.1.197")
     provider, _, name = model.partition(":")
     provider = provider.strip()
     secret: Optional[str] = None
@@ -95,9 +98,9 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
             attempt = r["agent"]["attempt"]
             return ReplayUpstream(by_attempt.get(attempt, []), model=wire_model, attempt=attempt)
     elif provider in KEY_VAR and name:
-        if provider not in WIRE[harness]:
-            fail(f"--model {safe_text(model)}: {harness} speaks {'Anthropic Messages' if harness == 'claude-code' else 'Chat Completions'}; "
-                 f"use {' or '.join(p + ':MODEL' for p in WIRE[harness])} (with --base-url for a compatible server)")
+        if provider not in WIRE[name_part]:
+            fail(f"--model {safe_text(model)}: {name_part} speaks {'Anthropic Messages' if name_part == 'claude-code' else 'Chat Completions'}; "
+                 f"use {' or '.join(p + ':MODEL' for p in WIRE[name_part])} (with --base-url for a compatible server)")
         secret = os.environ.get(KEY_VAR[provider]) or None
         if secret is None and base_url is None:
             fail(f"--model {safe_text(model)}: no key: set {KEY_VAR[provider]} (or give --base-url of a server that needs none)")
@@ -109,7 +112,7 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
     else:
         fail(f"--model {safe_text(model)}: with --harness, one of courier, replay:DIR, anthropic:MODEL, openai:MODEL, "
              "openai-chat:MODEL")
-    config = config.model_copy(update={"variant": f"harness={harness}"})
+    config = config.model_copy(update={"variant": f"harness={name_part}"})
     selected = select(tasks)
     if provider == "replay":
         selected = [t for t in selected if any((t.id, d) in recorded for d in range(draws))]
@@ -131,9 +134,11 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
                            "seconds": round(seconds, 3), "rows": harness_rows(records)}
     if provider == "replay":
         same = [r for r in records if comparable(r) == comparable(recorded[(r["task_id"], r["draw"])])]
+        versions = sorted({str(recorded[(r["task_id"], r["draw"])].get("harness_version")) for r in records})
         diverged = [{"task_id": r["task_id"], "draw": r["draw"], "divergences": r["agent"]["divergences"]}
                     for r in records if r["agent"].get("divergences")]
-        doc["replay"] = {"identical": len(same), "different": len(records) - len(same), "diverged": diverged}
+        doc["replay"] = {"identical": len(same), "different": len(records) - len(same), "diverged": diverged,
+                         "recorded_with": versions, "replayed_with": campaign.route.version}
     if as_json:
         print_json(doc)
     else:
@@ -143,12 +148,13 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
                                 f"{row['changed']} changed, {row['refused']} refused, {row['exit_zero_wrong']} exit-zero-wrong"))
         if "replay" in doc:
             rp = doc["replay"]
-            message(f"replay: {rp['identical']} identical to the recording, {rp['different']} different, "
+            message(f"replay through {name_part} {rp['replayed_with']} of a recording made with {', '.join(rp['recorded_with'])}: "
+                    f"{rp['identical']} records identical to the recording, {rp['different']} different, "
                     f"{len(rp['diverged'])} with diverging requests")
             for d in rp["diverged"][:10]:
                 first = d["divergences"][0]
-                message(f"  {d['task_id']} draw {d['draw']}: turn {first['turn']}, element {first['at']}: "
-                        f"recorded {safe_text(str(first['recorded']))[:120]!r}, now {safe_text(str(first['now']))[:120]!r}")
+                message(f"  {d['task_id']} draw {d['draw']}: turn {first['turn']}, element {first['at']} ({first['what']}): "
+                        f"recorded {safe(str(first['recorded'])[:120])!r}, now {safe(str(first['now'])[:120])!r}")
         message(f"executed {outcome.executed}, {outcome.skipped} already recorded; {seconds:.1f} s")
         for e in outcome.errors[:10]:
             message(f"error: {e}", style="red")
