@@ -109,3 +109,39 @@ def test_a_provider_failure_is_an_error_not_a_model_failure(tmp_path: Path, caps
     assert ended.value.code == 1 and r["error"] == "provider: turn 0: HTTP 400", r["error"]
     assert r["steps"] == [] and r["agent"]["turns"] == 0 and r["limit_hit"] is None  # it gave up, no time ran out
     assert "provider: turn 0: HTTP 400" in capsys.readouterr().err
+
+
+def test_a_stream_is_passed_through_as_it_arrives() -> None:
+    """The harness gets the first event while the upstream still holds the rest (it waits for the harness)."""
+    got_first = asyncio.Event()
+
+    class Stream:
+        model = "m"
+
+        async def answer(self, request: Request) -> Answer:
+            async def chunks() -> Any:
+                yield b'event: message_start\ndata: {"type": "message_start"}\n\n'
+                await asyncio.wait_for(got_first.wait(), 10)  # the rest only once the harness has the first
+                yield b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+            return Answer(200, "text/event-stream", chunks())
+
+    async def main_() -> bytes:
+        proxy = RecordingProxy(Stream(), Budget())
+        body = json.dumps({"messages": [], "tools": [{"name": "Bash"}], "stream": True}).encode()
+        async with proxy.serving() as d:
+            reader, writer = await asyncio.open_unix_connection(str(d / "proxy.sock"))
+            writer.write(b"POST /v1/messages HTTP/1.1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                         % (len(body), body))
+            await writer.drain()
+            seen = b""
+            while b"message_start" not in seen:
+                seen += await asyncio.wait_for(reader.read(4096), 10)
+            got_first.set()
+            seen += await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+        (ex,) = proxy.exchanges
+        assert ex.response.count("event: ") == 2 and ex.content_type == "text/event-stream"
+        return seen
+
+    seen = asyncio.run(main_())
+    assert b"transfer-encoding: chunked" in seen and seen.endswith(b"0\r\n\r\n") and b"message_stop" in seen
