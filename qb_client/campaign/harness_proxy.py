@@ -176,7 +176,6 @@ class RecordingProxy:
         self.counts = {"loop": 0, "aux": 0}
         self.tokens = 0
         self.stop: str | None = None
-        self.notes: list[str] = []
         self.pinned: int | None = None
         """The first process to ask: the relay (no command runs before the model's first answer)."""
         self._lock = asyncio.Lock()
