@@ -96,22 +96,27 @@ def run_key(config: ConfigInfo, harness: str, version: str, task: Task, draw: in
 def pair(commands: list[str | None], shells: list[Shell]) -> tuple[list[tuple[str | None, Shell | None]], int]:
     """Each command with the final shell that ran it, in order, and how many shells ran no command.
 
-    A shell whose ``received`` is the command is its own; otherwise, while shells remain for every command
-    left, the next shell is taken (the command arrived changed); else the command got no shell (refused)."""
-    out: list[tuple[str | None, Shell | None]] = []
-    j, extra = 0, 0
+    First the shells whose ``received`` is exactly a command are matched, in order (anchors); between two
+    anchors the commands left take the shells left one by one (they arrived changed); a command with no shell
+    left is refused (None), a shell with no command left is counted apart (the harness's own)."""
+    anchors: list[tuple[int, int]] = []
+    start = 0
     for i, c in enumerate(commands):
-        k = next((k for k in range(j, len(shells)) if shells[k].received == c), None)
-        if k is not None and (len(shells) - k) >= (len(commands) - i):
-            out.append((c, shells[k]))
-            extra += k - j
-            j = k + 1
-        elif len(shells) - j >= len(commands) - i:
-            out.append((c, shells[j]))
-            j += 1
-        else:
-            out.append((c, None))
-    return out, extra + len(shells) - j
+        k = next((k for k in range(start, len(shells)) if shells[k].received == c), None)
+        if k is not None:
+            anchors.append((i, k))
+            start = k + 1
+    chosen: list[Shell | None] = [None] * len(commands)
+    for i, k in anchors:
+        chosen[i] = shells[k]
+    extra = 0
+    bounds = [(-1, -1), *anchors, (len(commands), len(shells))]
+    for (i0, k0), (i1, k1) in zip(bounds, bounds[1:]):
+        cs, ss = range(i0 + 1, i1), range(k0 + 1, k1)
+        for ci, sk in zip(cs, ss):
+            chosen[ci] = shells[sk]
+        extra += max(0, len(ss) - len(cs))
+    return list(zip(commands, chosen)), extra
 
 
 def steps_of(pairs: list[tuple[str | None, Shell | None]], verdict: Verdict) -> list[Step]:
