@@ -64,5 +64,6 @@ def test_the_wire_formats_round_trip() -> None:
     assert classify("/v1/messages?beta=true", b'{"tools": [{"name": "Bash"}], "stream": true}') == ("anthropic", True, True)
     assert classify("/v1/chat/completions", b'{"tools": [{"type": "function", "function": {"name": "bash"}}]}') == ("chat", True, False)
     assert classify("/v1/messages", b"not json") == ("anthropic", False, False)
+    assert classify("/v1/messages/count_tokens", b'{"tools": [{"name": "Bash"}]}') == ("anthropic", False, False)
     assert classify("/other", b"{}")[0] is None
     assert parse_reply("anthropic", b"\xff{garbage").commands == [] and skeleton("chat", b"[1, 2]") == ["tools:"]

@@ -50,8 +50,9 @@ def classify(path: str, body: bytes) -> tuple[str | None, bool, bool]:
     doc = doc if isinstance(doc, dict) else {}
     tools = [t for t in doc.get("tools") or [] if isinstance(t, dict)]
     stream = doc.get("stream") is True
-    if route.endswith("/messages"):
-        return "anthropic", any(t.get("name") == SHELL_TOOLS["anthropic"] for t in tools), stream
+    if route.endswith("/messages") or route.endswith("/messages/count_tokens"):  # counting is never a turn
+        bash = any(t.get("name") == SHELL_TOOLS["anthropic"] for t in tools)
+        return "anthropic", bash and route.endswith("/messages"), stream
     if route.endswith("/chat/completions"):
         names = [(t.get("function") or {}).get("name") if isinstance(t.get("function"), dict) else None for t in tools]
         return "chat", SHELL_TOOLS["chat"] in names, stream
