@@ -22,6 +22,7 @@ from qb_client.cli import main
 from tasks.load import get_task
 from transports.harnesses.claude_code import VERSION
 from transports.results.record import ConfigInfo
+from transports.sandbox import Sandbox
 
 HARNESS = pytest.mark.needs("bwrap", "python3", "claude-code")
 TASKS = "file-write/control,heredoc/control"
@@ -140,7 +141,7 @@ through the proxy's socket (403: not the relay)."""
 
 
 @HARNESS
-def test_a_command_cannot_forge_its_steps(tmp_path: Path) -> None:
+def test_a_command_cannot_forge_its_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A command that starts a look-alike of the harness's wrapper, prints a tool call and asks the model itself
     (through the relay and through the proxy's socket): the steps are still the model's two commands, each
     paired with the harness's own shell (R's bash is R's child), and the run's turns are the script's."""
@@ -152,7 +153,16 @@ def test_a_command_cannot_forge_its_steps(tmp_path: Path) -> None:
     plan = HarnessPlan("claude-code", [task], wall_s=60)
     campaign = HarnessCampaign(plan, ConfigInfo(provider="courier", model="hostile"), "courier", tmp_path,
                                lambda t, d, k: ScriptUpstream(script))
+    seen: list[bool] = []
+    real = Sandbox.run
+
+    async def spy(self, argv, **kw):  # type: ignore[no-untyped-def]
+        seen.append(bool(kw.get("network", False)))
+        return await real(self, argv, **kw)
+
+    monkeypatch.setattr(Sandbox, "run", spy)
     (r,) = anyio.run(campaign.run).records
+    assert seen == [False]  # the harness ran in its own network namespace: the socket is its only way out
     assert [(s.command, s.received) for s in r.steps or []] == [(hostile, hostile), (task.solution, task.solution)]
     assert r.agent is not None and r.agent["shells"] == 2 and r.agent["unmatched_shells"] == 0
     assert r.agent["turns"] == 3  # the command's own requests took no turn: the script went on in order
