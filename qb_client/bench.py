@@ -148,3 +148,109 @@ def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = T
         doc["full_replay"] = anyio.run(full_replay, names, os.cpu_count() or 2)
     doc["peak_memory_mib"] = peak_memory_mib()
     return doc
+
+
+# ---------------------------------------------------------------- quotebench bench harnesses
+# What one run through a real agent harness costs (docs/harnesses.md): a harness run is a whole program's
+# start (Claude Code's 235 MB native program, mini-swe-agent's litellm import), so it is timed apart from the
+# transports, against raw on the harness's own final shell in the same run, and never in CI's default bench.
+
+HARNESS_TIMEOUT_S = 120.0
+"""Wall clock per harness run here: a harness takes seconds, and the sandbox's default 10 s is close on a
+loaded machine for mini-swe-agent (about 7 s a run)."""
+
+
+async def _timed_runs(name: str, n: int, timeout_s: float) -> dict[str, Any]:
+    """``n`` runs of ``true`` through ``name`` in one warm sandbox (after one warm-up run): the median
+    ``exec_ms``, or the one-line reason nothing ran (a missing component, a transport error)."""
+    from transports.sandbox import Limits
+
+    task = get_task("file-write/control")
+    t = get(name)
+    samples: list[float] = []
+    with Sandbox.create(task, Limits(timeout_s=timeout_s)) as box:
+        for k in range(n + 1):
+            d = await t.deliver("true", box)
+            if d.harness_error is not None or d.transport_error is not None or d.execution is None:
+                return {"exec_ms": None, "error": d.harness_error or d.transport_error or "nothing ran"}
+            if k:  # the first run is the warm-up: the install check, page cache, the harness's first files
+                samples.append(d.execution.exec_ms)
+    return {"exec_ms": _median_ms(samples), "min_ms": round(min(samples), 3), "max_ms": round(max(samples), 3)}
+
+
+async def harness_costs(n: int, harnesses: list[str], timeout_s: float = HARNESS_TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """Per harness route: the median process run of ``true`` through the harness and through raw on the same
+    final shell (its baseline, ours: sandbox, limits and a shell, nothing else), timed in this run."""
+    from qb_client.report.paths import baseline
+    from transports.registry import shell_of
+
+    out: dict[str, dict[str, Any]] = {}
+    bases: dict[str, dict[str, Any]] = {}
+    for name in harnesses:
+        base = baseline(shell_of(name))
+        if base not in bases:
+            bases[base] = await _timed_runs(base, n, timeout_s)
+        own = await _timed_runs(name, n, timeout_s)
+        base_ms = bases[base]["exec_ms"]
+        ratio = round(own["exec_ms"] / base_ms, 2) if own["exec_ms"] is not None and base_ms else None
+        out[name] = {**own, "runs": n, "baseline": base, "baseline_ms": base_ms, "vs_baseline": ratio}
+    return out
+
+
+async def harness_sweep(harnesses: list[str], concurrency: int,
+                        timeout_s: float = HARNESS_TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """The full sweep: every reference solution (the 56 raw and the 56 disclosed) through each harness, with
+    ``concurrency`` runs at a time; per harness the wall time, the median ``exec_ms`` and the pass counts."""
+    return {name: await _sweep_one(name, concurrency, timeout_s) for name in harnesses}
+
+
+async def _sweep_one(name: str, concurrency: int, timeout_s: float) -> dict[str, Any]:
+    from transports.sandbox import Limits
+
+    limits = Limits(timeout_s=timeout_s)
+    tasks = list(suite())
+    limiter = anyio.CapacityLimiter(concurrency)
+    passed = {"raw": 0, "disclosed": 0}
+    times: list[float] = []
+    errors = 0
+
+    async def one(task, contract: str, cmd: str) -> None:
+        nonlocal errors
+        async with limiter:
+            rec = await execute(task, name, cmd, limits=limits)
+        if rec.error:  # a harness error (the component is missing): out of the counts, as out of every rate
+            errors += 1
+            return
+        passed[contract] += rec.verdict.passed
+        if rec.timing.exec_ms is not None:
+            times.append(rec.timing.exec_ms)
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for t in tasks:
+            tg.start_soon(one, t, "raw", t.solution)
+            tg.start_soon(one, t, "disclosed", t.solution_disclosed)
+    return {"executions": 2 * len(tasks), "passed": passed, "errors": errors,
+            "seconds": round(time.perf_counter() - start, 3),
+            "median_exec_ms": _median_ms(times) if times else None, "concurrency": concurrency}
+
+
+def run_harness_bench(n: int, harnesses: list[str] | None = None, sweep: bool = False, concurrency: int = 2,
+                      timeout_s: float = HARNESS_TIMEOUT_S) -> dict[str, Any]:
+    """``quotebench bench harnesses``: each harness run's cost against ``bash -c true`` and against raw on its
+    final shell; with ``sweep``, the 112 reference solutions through each harness as well."""
+    from transports.harnesses import HARNESSES
+
+    names = harnesses or list(HARNESSES)
+    floor = bare_bash_ms(max(n, 5))
+    costs = anyio.run(harness_costs, n, names, timeout_s)
+    doc: dict[str, Any] = {
+        "isolation": isolation_available(), "cores": os.cpu_count(), "bash_c_true_ms": floor,
+        "harnesses": {k: {**v, "exec_ratio": round(v["exec_ms"] / floor, 2) if v["exec_ms"] is not None else None,
+                          "baseline_ratio": round(v["baseline_ms"] / floor, 2) if v["baseline_ms"] is not None else None}
+                      for k, v in costs.items()},
+    }
+    if sweep:
+        doc["sweep"] = anyio.run(harness_sweep, names, concurrency, timeout_s)
+    doc["peak_memory_mib"] = peak_memory_mib()
+    return doc

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from transports.components import BWRAP, Component, MissingComponent, needs_of, program
+from transports.components import BWRAP, HARBOR, Component, MissingComponent, needs_of, program
 
 AGENT_HARNESSES_NOTE = "none registered"
 
@@ -59,6 +59,8 @@ def sections() -> list[tuple[str, list[Entry], str]]:
         ("transports", [built(n) for n in LISTED if n not in PATHS and n not in HARNESSES], ""),
         ("paths", [built(n) for n in PATHS], ""),
         ("agent harnesses", [built(n) for n in HARNESSES], AGENT_HARNESSES_NOTE),
+        # Harbor (export harbor, import-atif): optional, so a machine without it is still ready
+        ("integrations", [Entry("harbor", (HARBOR,))], ""),
     ]
 
 

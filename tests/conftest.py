@@ -102,6 +102,31 @@ def _claude_code() -> bool | str:
     return _npm_probe(install)
 
 
+def _codex() -> bool | str:
+    """The real Codex CLI (npm @openai/codex, pinned), installed into the cache on first use like Claude Code."""
+    from transports.harnesses.codex import CODEX, Codex
+
+    def install() -> None:
+        CODEX.ensure()
+        route = Codex()
+        route.program(route.installed())
+
+    return _npm_probe(install)
+
+
+def _gemini_cli() -> bool | str:
+    """The real Gemini CLI harness (npm @google/gemini-cli, pinned, run by node), installed into the cache on
+    first use like Claude Code (``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.harnesses.gemini_cli import GEMINI_CLI, GeminiCli
+
+    def install() -> None:
+        GEMINI_CLI.ensure()
+        route = GeminiCli()
+        route.program(route.installed())
+
+    return _npm_probe(install)
+
+
 def _mini_swe_agent() -> bool | str:
     """The real mini-swe-agent harness (PyPI, pinned), installed into its per-user venv on first use (about a
     minute; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
@@ -110,6 +135,31 @@ def _mini_swe_agent() -> bool | str:
 
     try:
         MINI_SWE_AGENT.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
+def _openai_agents() -> bool | str:
+    """The real OpenAI Agents SDK (PyPI openai-agents, pinned), installed into its per-user venv on first use like
+    mini-swe-agent (about 20 s, 120 MB; ``.ci/run`` installs it beforehand)."""
+    from transports.components import MissingComponent
+    from transports.harnesses.openai_agents import OPENAI_AGENTS
+
+    try:
+        OPENAI_AGENTS.ensure()
+    except MissingComponent as e:
+        return str(e)
+    return True
+
+
+def _harbor() -> bool | str:
+    """Harbor (PyPI, pinned) in its per-user venv of a Python >= 3.12, installed on first use (about 30 s:
+    Harbor's models only; ``.ci/run`` installs it beforehand with ``quotebench components install``)."""
+    from transports.components import HARBOR, MissingComponent
+
+    try:
+        HARBOR.ensure()
     except MissingComponent as e:
         return str(e)
     return True
@@ -136,7 +186,12 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "inspect_ai": (_inspect_ai, "Inspect AI or its quotebench entry point is missing (pip install -e '.[inspect]')"),
     "shell-quote": (_shell_quote, "npm shell-quote@1.8.3 is not installed (quotebench components install shell-quote)"),
     "mini-swe-agent": (_mini_swe_agent, "PyPI mini-swe-agent==2.4.6 is not installed (quotebench components install mini-swe-agent)"),
+    "openai-agents": (_openai_agents, "PyPI openai-agents==0.24.0 is not installed (quotebench components install openai-agents)"),
+    "harbor": (_harbor, "PyPI harbor==0.26.0 is not installed (quotebench components install harbor; it needs a "
+                        "Python >= 3.12 on the machine)"),
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
+    "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
+    "gemini-cli": (_gemini_cli, "npm @google/gemini-cli@0.61.0 is not installed (quotebench components install gemini-cli)"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
 _present: dict[str, bool | str] = {}

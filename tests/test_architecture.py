@@ -59,8 +59,8 @@ LEFT = TRANSPORTS_LEFT | TASKS_LEFT
 
 # The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py).
 QB_CLIENT_ROOMS = (
-    "console", "replies", "agents", "views", "providers", "report", "campaign", "inspect_ext",
-    "suite_check", "doctor", "bench", "demo", "cli", "__main__",
+    "console", "replies", "agents", "views", "providers", "report", "campaign", "inspect_ext", "harbor",
+    "suite_check", "doctor", "bench", "demo", "audit", "cli", "__main__",
 )
 
 

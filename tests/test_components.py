@@ -56,23 +56,29 @@ def test_doctor_json_lists_every_transport_and_path_with_its_needs(capsys, monke
     doc = json.loads(out)
     assert code == (0 if doc["ready"] else 1) and err == ""
     by_title = {s["title"]: s for s in doc["sections"]}
-    assert list(by_title) == ["sandbox", "final shells", "userlands", "transports", "paths", "agent harnesses"]
+    assert list(by_title) == ["sandbox", "final shells", "userlands", "transports", "paths", "agent harnesses",
+                             "integrations"]
     assert [e["name"] for e in by_title["paths"]["entries"]] == list(PATHS)
     assert [e["name"] for e in by_title["transports"]["entries"]] == [n for n in LISTED if n not in PATHS
                                                                        and n not in HARNESSES]
-    assert [e["name"] for e in by_title["agent harnesses"]["entries"]] == list(HARNESSES) == ["claude-code", "mini-swe-agent"]
+    assert [e["name"] for e in by_title["agent harnesses"]["entries"]] == list(HARNESSES) == ["claude-code", "mini-swe-agent",
+                                                                                           "codex", "gemini-cli", "openai-agents"]
     needs = {e["name"]: e["needs"] for s in doc["sections"] for e in s["entries"]}
     assert needs["shell-quote-eval"] == ["node", "shell-quote", "npm", "bash"]
     assert needs["shell-quote-eval-safe"] == ["bash"]  # the fix never re-tokenises
     assert needs["tmux"] == ["tmux", "bash"] and needs["make"] == ["make", "bash", "sh"]
     assert needs["claude-code"] == ["claude-code", "python3", "bash"]
     assert needs["mini-swe-agent"] == ["mini-swe-agent", "python3", "sh"]
+    assert needs["codex"] == ["codex", "python3", "bash"]
+    assert needs["gemini-cli", "openai-agents"] == ["gemini-cli", "node", "python3", "bash"]
     comps = {c["name"]: c for c in doc["components"]}
     assert comps["shell-quote"]["kind"] == "npm" and comps["shell-quote"]["version"] == "1.8.3"
     assert comps["shell-quote"]["installable"] and not comps["tmux"]["installable"]
     assert comps["claude-code"]["kind"] == "npm" and comps["claude-code"]["version"] == "2.1.197"
     assert comps["claude-code"]["installable"]
     assert comps["mini-swe-agent"]["kind"] == "venv" and comps["mini-swe-agent"]["version"] == "2.4.6"
+    assert comps["codex"]["kind"] == "npm" and comps["codex"]["version"] == "0.171.0" and comps["codex"]["installable"]
+    assert comps["gemini-cli", "openai-agents"]["kind"] == "npm" and comps["gemini-cli", "openai-agents"]["version"] == "0.61.0"
     assert comps["ssh"]["optional"] and comps["npm"]["optional"] and not comps["node"]["optional"]
 
 
@@ -110,7 +116,7 @@ def test_an_optional_component_missing_leaves_its_path_ready(tmp_path, capsys, m
 def test_install_refuses_what_it_does_not_install_in_one_line(capsys, monkeypatch) -> None:
     for args, message in ((["tmux"], "component tmux is not installed by quotebench: a system program (Debian "
                                      "package: tmux; apt-get install tmux)"),
-                          (["nope"], "unknown component 'nope' (installable: shell-quote, claude-code, mini-swe-agent)"),
+                          (["nope"], "unknown component 'nope' (installable: shell-quote, claude-code, mini-swe-agent, codex, gemini-cli, openai-agents, harbor)"),
                           (["shell-quote@1.2.3"], "component shell-quote@1.2.3: quotebench pins shell-quote@1.8.3")):
         code, out, err = cli(capsys, monkeypatch, "components", "install", *args)
         assert (code, out, err) == (2, "", f"quotebench: error: {message}\n")

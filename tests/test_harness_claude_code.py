@@ -75,7 +75,7 @@ def test_set_e_is_ignored_where_raw_honours_it() -> None:
 def test_a_command_cannot_change_its_record_through_the_courier() -> None:
     command = ("echo forged > /sandbox/meta/harness-*/courier.log; bash -c \"true && eval 'forged'\"; "
                "echo 'hello world' > out.txt; pkill -x python3")
-    r = rec("claude-code", command, Limits(timeout_s=6))
+    r = rec("claude-code", command, Limits(timeout_s=12))
     # the courier is dead, so the harness retries its next request until the time runs out; received is still
     # the kernel's record of the harness's own wrapper, not R's look-alike, and the log is informational
     assert r.received == command and not r.damaged and r.received_note is None

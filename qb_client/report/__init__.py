@@ -9,8 +9,8 @@ Public API:
 * :func:`report_command` - the whole command, as the CLI calls it
 
 Inside: :mod:`.load` reads and checks records, :mod:`.compute` (with :mod:`.stats`, :mod:`.groups`,
-:mod:`.paths`, :mod:`.turns`, :mod:`.order`) makes the document, :mod:`.terminal` and :mod:`.page` (with
-:mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands.
+:mod:`.paths`, :mod:`.harnesses`, :mod:`.turns`, :mod:`.order`) makes the document, :mod:`.terminal` and
+:mod:`.page` (with :mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands.
 
 May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console` and
 :mod:`qb_client.views`. Never a campaign or the CLI: a report is made from results files alone. This

@@ -40,6 +40,7 @@ import numpy as np
 from . import stats
 from .groups import apart_reason, group, key_of, keys_of
 from .order import CONTRACT_ORDER, TRANSPORT_ORDER, family_order, ordered
+from .harnesses import harness_rows, harness_transports
 from .paths import path_rows
 from .turns import turn_rows
 
@@ -226,7 +227,8 @@ def _config_doc(cd: ConfigData, resamples: int, seed: int) -> dict[str, Any]:
         "grammar": _grammar(contracts),
         "families": _families(cd),
         "damage_attribution": _attribution(cd),
-        "paths": path_rows(cd, counts),
+        "paths": path_rows(cd, counts, exclude=harness_transports(cd.ok)),
+        "harnesses": harness_rows(cd, counts),
     }
     chains = turn_rows(cd.ok)  # the multi-turn arm (qb_client.report.turns), only where its records are
     if chains is not None:

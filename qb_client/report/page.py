@@ -102,10 +102,27 @@ def _paths(configs: list[dict[str, Any]]) -> str:
                                               "intervals.") + _table(head, body) + _baseline_hint(configs))
 
 
-def _baseline_hint(configs: list[dict[str, Any]]) -> str:
+def _harnesses(configs: list[dict[str, Any]]) -> str:
+    rows = [(c, r) for c in configs for r in c.get("harnesses") or []]
+    if not rows:
+        return "<p>No records of an agent harness route.</p>"
+    head = ["config", "harness", "version", "contract", "final shell", "pass %", "compared with",
+            "damage<small>Y(harness) &minus; Y(raw on the same shell), same contract</small>",
+            "refused<small>transport errors</small>"]
+    body = [_td(_e(c["label"]), "label") + _td(_e(r["transport"]), "label") + _td(_e(r["version"] or fmt.MISSING))
+            + _td(_e(r["contract"])) + _td(_e(r["shell"]))
+            + _td(f'{fmt.pct(r["rate"])} <span class="ci">{fmt.count(r["passed"])}/{r["n"]}</span>', "num")
+            + _td(_e(r["baseline"])) + _stat_td(r["damage"]) + _td(str(r["refused"]), "num" + (" warn" if r["refused"] else ""))
+            for c, r in rows]
+    return (_figure(plots.harnesses_svg(configs), "Bars: damage of each agent harness for each contract's replies, "
+                                                  "relative to raw on the same final shell under the same contract, "
+                                                  "with family-bootstrap 95% intervals.") + _table(head, body))
+
+
+def _baseline_hint(configs: list[dict[str, Any]], group: str = "paths") -> str:
     from .terminal import baseline_hint
 
-    hint = baseline_hint(configs)
+    hint = baseline_hint(configs, (group,))
     return f"<p class=\"note\">{_e(hint.plain)}</p>" if hint is not None else ""
 
 
@@ -279,6 +296,10 @@ def render_html(doc: dict[str, Any]) -> str:
         ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
                                       "with raw on the same final shell, so that the route's own boundary is "
                                       "measured apart from the shell.</p>" + _paths(configs)),
+        ("harnesses", "Agent harnesses", "<p>The released agent harnesses themselves (docs/harnesses.md), each "
+                                         "driven offline with one tool call carrying R: each contract's replies "
+                                         "through the harness, compared with the same replies on raw with the "
+                                         "harness's final shell.</p>" + _harnesses(configs) + _baseline_hint(configs, "harnesses")),
         *([("turns", "Multi-turn arm", _turns(configs))] if _turns(configs) else []),
         ("ranks", "Rank agreement and selection", _ranks(doc) + _strata(doc)),
         ("families", "Per family", _families(configs)),

@@ -20,13 +20,15 @@ def baseline(shell: str) -> str:
     return "raw" if shell in ("bash", "", None) else f"raw@{shell}"
 
 
-def path_rows(cd: Any, counts: np.ndarray, contract: str = "raw") -> list[dict[str, Any]]:
-    """One row per transport that ran ``contract`` replies, other than the baselines themselves:
+def path_rows(cd: Any, counts: np.ndarray, contract: str = "raw",
+              exclude: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+    """One row per transport that ran ``contract`` replies, other than the baselines themselves and the
+    transports in ``exclude`` (the agent harness routes, reported as their own group by :mod:`.harnesses`):
     ``transport``, ``shell``, ``baseline``, ``rate``, ``n`` and ``damage`` ({value, ci95}, or None when the
     baseline did not run)."""
     shells: dict[str, str] = {}
     for r in cd.ok:
-        if r["contract"] == contract:
+        if r["contract"] == contract and r["transport"] not in exclude:
             shells.setdefault(r["transport"], r.get("shell") or "bash")
     rows: list[dict[str, Any]] = []
     for transport, shell in shells.items():

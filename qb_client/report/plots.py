@@ -245,6 +245,21 @@ def heatmap_figure(configs: list[dict[str, Any]]) -> Figure | None:
 def paths_figure(configs: list[dict[str, Any]]) -> Figure | None:
     """Per config and path: damage relative to raw on the same final shell, with its interval."""
     rows = [(c["label"], r) for c in configs for r in c.get("paths") or [] if r.get("damage")]
+    return _damage_bars(rows, [f"{r['transport']} (vs {r['baseline']})" for _, r in rows],
+                        "damage, percentage points (raw replies)")
+
+
+def harnesses_figure(configs: list[dict[str, Any]]) -> Figure | None:
+    """Per config, agent harness and contract: damage relative to raw on the same final shell under the same
+    contract, with its interval."""
+    rows = [(c["label"], r) for c in configs for r in c.get("harnesses") or [] if r.get("damage")]
+    return _damage_bars(rows, [f"{r['transport']}, {r['contract']} replies (vs {r['baseline']})" for _, r in rows],
+                        "damage, percentage points")
+
+
+def _damage_bars(rows: list[tuple[str, dict[str, Any]]], names: list[str], xlabel: str) -> Figure | None:
+    """One horizontal bar per row (label, {damage: {value, ci95}}), named ``names`` (the config's label first
+    when there are several configs)."""
     if not rows:
         return None
     with matplotlib.rc_context(RC):
@@ -261,13 +276,17 @@ def paths_figure(configs: list[dict[str, Any]]) -> Figure | None:
             ends = [v] + ([st["ci95"][0] * 100, st["ci95"][1] * 100] if st.get("ci95") else [])
             lo, hi = min(lo, *ends), max(hi, *ends)
         many = len({label for label, _ in rows}) > 1
-        _bar_axes(ax, [(f"{label}  " if many else "") + f"{r['transport']} (vs {r['baseline']})" for label, r in rows],
-                  lo, hi, 0.1, "damage, percentage points (raw replies)")
+        _bar_axes(ax, [(f"{label}  " if many else "") + name for (label, _), name in zip(rows, names)],
+                  lo, hi, 0.1, xlabel)
         return fig
 
 
 def paths_svg(configs: list[dict[str, Any]]) -> str | None:
     return _svg(paths_figure(configs), "paths", "Damage by transport and deployment path relative to raw on the same shell")
+
+
+def harnesses_svg(configs: list[dict[str, Any]]) -> str | None:
+    return _svg(harnesses_figure(configs), "harn", "Damage by agent harness relative to raw on the same shell")
 
 
 def decomposition_svg(configs: list[dict[str, Any]]) -> str | None:

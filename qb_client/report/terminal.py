@@ -155,16 +155,39 @@ def _paths(configs: list[dict[str, Any]]) -> Grid | None:
     return g
 
 
-def missing_baselines(configs: list[dict[str, Any]]) -> list[str]:
-    """The baselines (``raw@dash``...) a path's damage needs that no record ran: its damage shows "—"."""
-    return sorted({r["baseline"] for c in configs for r in c.get("paths") or []
+def _harnesses(configs: list[dict[str, Any]]) -> Grid | None:
+    """The agent harness routes, apart from the deployment paths (:mod:`.harnesses`)."""
+    rows = [(c, r) for c in configs for r in c.get("harnesses") or []]
+    if not rows:
+        return None
+    g = Grid(HARNESS_TITLE, HARNESS_CAPTION, ["config", "harness", "version", "contract", "shell"],
+             ["pass %", "passed", "vs", "damage", "refused"])
+    for c, r in rows:
+        g.add([_t(c["label"]), _t(r["transport"]), _t(r["version"] or fmt.MISSING), _t(r["contract"]), _t(r["shell"])],
+              [_rate(r["rate"]), _t(f"{fmt.count(r['passed'])}/{r['n']}"), _t(r["baseline"]), _diff(r["damage"]),
+               _t(str(r["refused"]))])
+    return g
+
+
+HARNESS_TITLE = "Agent harnesses, points [family-bootstrap 95% interval]"
+HARNESS_CAPTION = ("damage = pass rate through the harness - pass rate on raw with the same final shell, for the same "
+                   "contract's replies (claude-code vs raw, mini-swe-agent vs raw@dash); refused = records with a "
+                   "transport error (nothing reached the harness's shell), counted as failures.")
+
+
+ROUTE_GROUPS = ("paths", "harnesses")
+
+
+def missing_baselines(configs: list[dict[str, Any]], groups: tuple[str, ...] = ROUTE_GROUPS) -> list[str]:
+    """The baselines (``raw@dash``...) a path's or harness's damage needs that no record ran: its damage shows "—"."""
+    return sorted({r["baseline"] for c in configs for key in groups for r in c.get(key) or []
                    if r["damage"] is None and r["rate"] is not None})
 
 
-def baseline_hint(configs: list[dict[str, Any]]) -> Text | None:
+def baseline_hint(configs: list[dict[str, Any]], groups: tuple[str, ...] = ROUTE_GROUPS) -> Text | None:
     """How to get the missing baselines: the same replay or run with them added to --transports (the same
     --out: only what is missing runs)."""
-    missing = missing_baselines(configs)
+    missing = missing_baselines(configs, groups)
     if not missing:
         return None
     return Text(f"damage \u2014: the baseline {', '.join(missing)} did not run. Add it: rerun the same replay or run "
@@ -298,12 +321,12 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
                      f"{sum(c['errors'] for c in configs)} error(s) (provider or harness) excluded from rates. "
                      "Rates in %, differences in points."))
     console.print()
-    for part in [_cells(configs), _decomposition(configs), _paths(configs), _turns(configs),
-                 _diagnostics(configs)]:
+    routes = [p for p in (_paths(configs), _harnesses(configs)) if p is not None]
+    for part in [_cells(configs), _decomposition(configs), *routes, _turns(configs), _diagnostics(configs)]:
         if part is None:
             continue
         console.print(part.fit(console))
-        if part.title.startswith("Damage by transport") and (hint := baseline_hint(configs)):
+        if routes and part is routes[-1] and (hint := baseline_hint(configs)):  # once, after the last table that needs it
             console.print(hint)
         console.print()
     for part in _ranks(doc):

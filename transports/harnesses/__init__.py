@@ -5,12 +5,13 @@ What this room owns
     scripted fake model server, the *courier* (:mod:`.courier`), started beside the harness inside the
     sandbox on 127.0.0.1, and ``received`` from the kernel's exec trace), the quote removal of a harness's
     wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`,
-    :mod:`.mini_swe_agent`).
+    :mod:`.mini_swe_agent`, :mod:`.codex`, :mod:`.gemini_cli`, :mod:`.openai_agents`).
 
 What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
     ``paths.route``, ``paths.npm_cache``, ``paths.venv_cache``) and ``tasks.safefs``; nothing imports it but the registry (and the
     doctor, through the registry). The courier script imports nothing of the project: it runs in the sandbox.
+    Nor does :mod:`.agents_driver`, the program :mod:`.openai_agents` runs with the Agents SDK in the sandbox.
 
 How it differs from :mod:`transports.paths`
     A path reproduces a route's boundary with its real component (a library, tmux, make). Here the component
@@ -36,5 +37,8 @@ def _lazy(module: str, cls: str) -> Callable[[], Transport]:
 HARNESSES: dict[str, Callable[[], Transport]] = {
     "claude-code": _lazy("claude_code", "ClaudeCode"),
     "mini-swe-agent": _lazy("mini_swe_agent", "MiniSweAgent"),
+    "codex": _lazy("codex", "Codex"),
+    "gemini-cli": _lazy("gemini_cli", "GeminiCli"),
+    "openai-agents": _lazy("openai_agents", "OpenAIAgents"),
 }
 """Name -> factory, in the order the catalogue and ``quotebench doctor`` list them."""

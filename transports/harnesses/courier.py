@@ -20,6 +20,19 @@ What it answers (docs/harnesses.md; the wire formats measured in the harness sur
     * a request that offers the function tool ``bash``: with no ``tool`` message yet, a tool call of ``bash``
       with arguments ``{"command": R}``; after it, a tool call of ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``,
       mini-swe-agent's way of ending its run.
+    OpenAI Responses (``POST .../v1/responses``; Codex streams SSE, the Agents SDK does not):
+
+    * a request that offers a shell tool (``exec_command``: Codex) with no ``function_call_output`` yet: one
+      ``function_call`` with arguments ``{"cmd": R}`` (or the offered tool's own argument name); after it a
+      text message that ends the turn.
+
+    Gemini API (``POST .../v1beta/models/<model>:<method>``, Gemini CLI through the ``@google/genai`` SDK):
+
+    * ``streamGenerateContent?alt=sse`` and ``generateContent``: a request that offers the function
+      ``run_shell_command`` and carries no ``functionResponse`` yet gets the function call
+      ``run_shell_command {"command": R}``; every later one a text part; both with ``finishReason`` STOP;
+    * ``countTokens`` a count, any other method (Code Assist's ``/v1internal:loadCodeAssist``, ...) an empty
+      object, each logged.
 
     Any other path: ``404`` with an error body.
 
@@ -75,6 +88,12 @@ class Courier(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].endswith("/chat/completions"):
             self.chat(raw)
             return
+        if "/models/" in self.path.split("?", 1)[0] or "/v1internal:" in self.path:  # Gemini API, Code Assist
+            self.gemini(raw)
+            return
+        if self.path.split("?", 1)[0].endswith("/responses"):
+            self.openai_responses(raw)
+            return
         if not self.path.split("?", 1)[0].endswith("/v1/messages"):
             self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "courier: no such path"}})
             return
@@ -89,7 +108,7 @@ class Courier(BaseHTTPRequestHandler):
                    if isinstance(b, dict) and b.get("type") == "tool_result"]
         answered = bool(results)
         for b in results:  # R's output as the harness reported it to the model
-            self.note(f"tool_result {json.dumps(b.get('content'))}")
+            self.note(result_line(b.get("content")))
         if "Bash" in tools and not answered:
             block: dict[str, Any] = {"type": "tool_use", "id": TOOL_ID, "name": "Bash", "input": {"command": self.r_command}}
             stop = "tool_use"
@@ -112,7 +131,7 @@ class Courier(BaseHTTPRequestHandler):
         results = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"]
         answered = bool(results)
         for m in results:
-            self.note(f"tool_result {json.dumps(m.get('content'))}")
+            self.note(result_line(m.get("content")))
         command = SUBMIT if answered else self.r_command
         self.note(f"answer bash {'submit' if answered else 'R'}")
         call = {"id": "call_qb_1" if not answered else "call_qb_2", "type": "function",
@@ -121,6 +140,129 @@ class Courier(BaseHTTPRequestHandler):
                              "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                                  "role": "assistant", "content": "Running the command.", "tool_calls": [call]}}],
                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    # -- OpenAI Responses (Codex, the Agents SDK), a self-contained block (not `responses`: http.server's table) --
+
+    def openai_responses(self, raw: bytes) -> None:
+        """One Responses answer: the first request that offers a shell tool (``exec_command``, Codex's; else
+        ``shell_command``, ``shell``, ``bash`` or ``run_shell_command``) and carries no ``function_call_output``
+        yet gets one ``function_call`` with R under the offered tool's own argument name (``cmd`` for
+        ``exec_command``, else ``command``/``cmd`` as its schema names it); every other request gets a text
+        message that ends the turn. Streamed as SSE when the request says ``"stream": true`` (the events Codex
+        0.171 reads: ``response.created``, ``response.output_item.added``/``.done``, ``response.completed``
+        with usage; a stream without ``response.completed`` is an error to Codex), else one response object."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        model = body.get("model") if isinstance(body.get("model"), str) else "courier"
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        results = [i for i in items if isinstance(i, dict)
+                   and i.get("type") in ("function_call_output", "custom_tool_call_output")]
+        for i in results:
+            self.note(result_line(i.get('output')))
+        tools = {t.get("name"): t for t in body.get("tools") or []
+                 if isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("name"), str)}
+        name = next((n for n in self.RESPONSES_SHELL_TOOLS if n in tools), None)
+        if name is not None and not results:
+            props = (tools[name].get("parameters") or {}).get("properties") or {}
+            key = "cmd" if name == "exec_command" or "cmd" in props else "command"
+            value: Any = self.r_command
+            if isinstance(props.get(key), dict) and props[key].get("type") == "array":
+                value = ["bash", "-lc", self.r_command]  # a shell tool whose command is an argv (Codex's older `shell`)
+            item: dict[str, Any] = {"type": "function_call", "id": "fc_qb_1", "call_id": "call_qb_1", "name": name,
+                                    "arguments": json.dumps({key: value}), "status": "completed"}
+            self.note(f"answer {name} R")
+        else:
+            item = {"type": "message", "id": "msg_qb_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
+            self.note("answer end_turn")
+        done = self.responses_object(model, [item])
+        if not body.get("stream"):
+            self.send_json(200, done)
+            return
+        events = [{"type": "response.created", "sequence_number": 0,
+                   "response": {**done, "status": "in_progress", "output": [], "usage": None}},
+                  {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+                   "item": {**item, "status": "in_progress"}},
+                  {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item},
+                  {"type": "response.completed", "sequence_number": 3, "response": done}]
+        self.send_events([(e["type"], e) for e in events])
+
+    RESPONSES_SHELL_TOOLS = ("exec_command", "shell_command", "shell", "bash", "run_shell_command")
+    """The shell tools a Responses request may offer, in the order the courier prefers them."""
+
+    @staticmethod
+    def responses_object(model: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """A completed Responses object (the fields openai-python's ``Response`` and Codex read), with usage."""
+        return {"id": "resp_qb_1", "object": "response", "created_at": 0, "status": "completed", "model": model,
+                "output": output, "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
+                "parallel_tool_calls": False, "temperature": 1.0, "top_p": 1.0, "tool_choice": "auto", "tools": [],
+                "usage": {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}}
+
+    def send_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        data = b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    # -- Gemini API (Gemini CLI 0.61.0, through the @google/genai SDK) ------------------------------------
+    def gemini(self, raw: bytes) -> None:
+        """``POST .../models/<model>:<method>``. ``streamGenerateContent`` (``?alt=sse``) and ``generateContent``:
+        R as the function call ``run_shell_command {"command": R}`` to the first request that offers that
+        function and carries no ``functionResponse`` yet, else a text part with ``finishReason`` STOP.
+        ``countTokens`` gets a count; any other method (``loadCodeAssist`` and the like) an empty object. The SSE
+        form is what the SDK's parser takes: ``data: <one-line JSON>`` events ended by a blank line, and no
+        ``event:`` line (its pattern is anchored on ``data:``)."""
+        method = self.path.split("?", 1)[0].rsplit(":", 1)[-1]
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        if method == "countTokens":
+            self.note("answer countTokens")
+            self.send_gemini({"totalTokens": 1})
+            return
+        if method not in ("generateContent", "streamGenerateContent"):
+            self.note(f"answer {method} empty")
+            self.send_gemini({})
+            return
+        functions = [f.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+                     for f in t.get("functionDeclarations") or [] if isinstance(f, dict)]
+        responses = [p["functionResponse"] for c in body.get("contents") or [] if isinstance(c, dict)
+                     for p in (c.get("parts") if isinstance(c.get("parts"), list) else [])
+                     if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        for r in responses:  # R's output (or the harness's refusal) as the harness reported it to the model
+            self.note(result_line(r.get('response')))
+        if "run_shell_command" in functions and not responses:
+            part: dict[str, Any] = {"functionCall": {"name": "run_shell_command", "args": {"command": self.r_command}}}
+            self.note(f"answer {method} functionCall")
+        else:
+            part = {"text": "Done."}
+            self.note(f"answer {method} text")
+        doc = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+               "modelVersion": "gemini-courier"}
+        self.send_gemini(doc, sse=method == "streamGenerateContent")
+
+    def send_gemini(self, doc: dict[str, Any], *, sse: bool = False) -> None:
+        """One Gemini answer: JSON, or one SSE event (``data: `` + one line of JSON + a blank line)."""
+        if not sse:
+            self.send_json(200, doc)
+            return
+        data = f"data: {json.dumps(doc)}\r\n\r\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()
@@ -153,6 +295,34 @@ class Courier(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def result_line(content: Any) -> str:
+    """The log line of one tool result: ``tool_result chars=N tail=JSON JSON``: N the length in characters of the
+    text the harness reported (a string, or the ``text`` of a list of blocks) and its last 256 characters, taken
+    before the log line is cut at 4 KiB, so a harness's output cap can be measured (``quotebench harness audit``)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, dict):  # Gemini's functionResponse.response: {"output": ...} or {"error": ...}
+        text = next((v for v in (content.get("output"), content.get("error")) if isinstance(v, str)),
+                    json.dumps(content))
+    else:
+        text = "".join(b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return f"tool_result chars={len(text)} tail={json.dumps(text[-256:])} {json.dumps(content)}"
+
+
+def logged_result(line: str) -> Any:
+    """The content of one ``tool_result`` log line (:func:`result_line`; also the older form without ``chars=``
+    and ``tail=``). Raises ValueError when the line is not one, or was cut at 4 KiB inside its JSON."""
+    if not line.startswith("tool_result "):
+        raise ValueError("not a tool_result line")
+    rest = line[len("tool_result "):]
+    if rest.startswith("chars="):
+        rest = rest.split(" ", 1)[1] if " " in rest else ""
+    if rest.startswith("tail="):
+        _, end = json.JSONDecoder().raw_decode(rest, len("tail="))
+        rest = rest[end:].lstrip(" ")
+    return json.loads(rest)
 
 
 def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:

@@ -14,7 +14,8 @@ hold the harness, its courier and everything R starts)
        ``/dev/null``.
     4. The harness asks the courier, which answers with one tool call carrying R, then ends the run (a text
        end of turn, or the harness's own submit command).
-    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness) and
+    5. The host picks the final shell out of the exec trace (:meth:`HarnessRoute.final_shell`, per harness, or
+       :meth:`HarnessRoute.final_shell_in` where the trace's forks are needed) and
        computes ``received`` from it (:mod:`transports.harnesses.dequote` where the harness wraps R).
 
 What the courier's log is
@@ -25,6 +26,7 @@ What the courier's log is
 from __future__ import annotations
 
 from dataclasses import dataclass
+import signal
 from pathlib import Path
 
 import anyio
@@ -35,8 +37,8 @@ from ..base import Delivery, HarnessRun, check_command
 from ..components import Component
 from ..needs import MissingComponent
 from ..paths.route import Route
-from ..sandbox import ArgumentTooLong, Sandbox
-from ..sandbox.exectrace import Exec
+from ..sandbox import ArgumentTooLong, Execution, Sandbox
+from ..sandbox.exectrace import Exec, Trace
 from ..shells import DEFAULT, Shell
 from .courier import LOG_CAP
 
@@ -98,6 +100,16 @@ class HarnessRoute(Route):
     def final_shell(self, execs: list[Exec]) -> Final:
         raise NotImplementedError
 
+    def final_shell_in(self, trace: Trace | None) -> Final:
+        """The final shell from the whole trace; a harness whose shell is started by a thread or helper process
+        of its own (Codex) reads the trace's forks too. By default :meth:`final_shell` on its execs."""
+        return self.final_shell(list(trace.execs) if trace is not None else [])
+
+    def run_env(self, run_dir: str) -> dict[str, str]:
+        """Variables naming the run's own directory (as the sandbox names it; writable, removed after the run),
+        for a harness that keeps state or configuration there (Codex's ``CODEX_HOME``). None by default."""
+        return {}
+
     # -- the frame -----------------------------------------------------------
 
     def installed(self) -> Path:
@@ -137,18 +149,45 @@ class HarnessRoute(Route):
         info = HarnessRun(self.harness, self.version)
         try:
             ex = await sandbox.run(["/bin/sh", "-c", LAUNCHER, "qb-harness", courier, command_file, log, self.url_var,
-                                    self.url_path, *self.argv(inside_program)], env=self.env(), binds=((prefix, mount),))
+                                    self.url_path, *self.argv(inside_program)],
+                                   env={**self.env(), **self.run_env(sandbox.inside(sandbox.meta / rel))},
+                                   binds=((prefix, mount),))
         except ArgumentTooLong as e:
             return Delivery(received=None, execution=None, transport_error=str(e), harness=info)
         info.log = _read_log(sandbox, f"{rel}/courier.log")
-        final = self.final_shell(list(ex.trace.execs) if ex.trace is not None else [])
+        final = self.final_shell_in(ex.trace)
         info.wrapper = final.wrapper
         note = final.note
         if final.exec is None and ex.exit_code == COURIER_FAILED and "courier did not start" in ex.stderr.text:
             note = "the courier did not start, so the harness never ran"
         if ex.trace is not None and ex.trace.dropped:
             note = "; ".join(filter(None, [note, f"{ex.trace.dropped} execs past the trace's cap were counted, not kept"]))
+        if (crash := crashed(final, ex)) is not None:
+            return Delivery(received=None, execution=ex, received_note=note, harness=info,
+                            harness_error=f"{self.name}: {crash}")
         return Delivery(received=final.received, execution=ex, received_note=note, harness=info)
+
+
+CRASH_SIGNALS = {signal.SIGILL: "SIGILL", signal.SIGSEGV: "SIGSEGV", signal.SIGBUS: "SIGBUS",
+                 signal.SIGABRT: "SIGABRT", signal.SIGFPE: "SIGFPE", signal.SIGTRAP: "SIGTRAP"}
+
+
+def crashed(final: Final, ex: Execution) -> str | None:
+    """Why the harness itself crashed before it started its final shell, or None.
+
+    Claude Code 2.1.197's runtime (Bun) dies of SIGILL now and then on a loaded machine before it starts any
+    shell (5 of about 50 runs in one audit, 1 of 112 in a sweep; reruns of the same reply pass). That is the
+    harness failing on this machine, not the route doing something to R: nothing of R ran (the kernel saw no
+    final shell, so R cannot have caused it), and counting it as damage would put noise in every rate. So it
+    is a harness error (``error: harness: ...``), left out of rates, and ``replay``/``run`` resume retries it.
+    Only a death by a crash signal counts: a harness that exits by itself without a shell (a refusal, a
+    configuration error) or is killed at the time limit stays what it is."""
+    if final.exec is not None or ex.timed_out or ex.exit_code is None or not 128 < ex.exit_code < 128 + 65:
+        return None
+    name = CRASH_SIGNALS.get(ex.exit_code - 128)
+    if name is None:
+        return None
+    return f"the harness died of {name} (exit {ex.exit_code}) before it started a shell; nothing of R ran"
 
 
 def _read_log(sandbox: Sandbox, rel: str) -> str | None:
