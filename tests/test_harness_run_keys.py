@@ -203,3 +203,6 @@ def test_bad_harness_options_are_one_line(capsys, monkeypatch, tmp_path: Path) -
     ]:
         code, printed = run_cli(capsys, monkeypatch, "run", *args, "--out", str(tmp_path / "o"))
         assert code == 2 and words in printed and "Traceback" not in printed, printed
+    (tmp_path / "other.jsonl").write_text('{"contract": "raw"}\n')
+    code, printed = run_cli(capsys, monkeypatch, "harness-report", str(tmp_path / "other.jsonl"))
+    assert code == 2 and "other.jsonl: no harness run" in printed and "Traceback" not in printed, printed

@@ -44,18 +44,20 @@ def _recording(src: Path) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[s
     results, exchanges = src / "results.jsonl", src / "exchanges.jsonl"
     for f in (results, exchanges):
         if not f.is_file():
-            fail(f"--model replay:{safe_text(str(src))}: {f.name} is missing (a directory written by run --harness)")
+            fail(f"--model replay:{safe(str(src))}: {f.name} is missing (a directory written by run --harness)")
     records: dict[tuple[str, int], dict[str, Any]] = {}
     for r in read_jsonl(results, follow=False):
         agent = r.get("agent")
-        if isinstance(agent, dict) and isinstance(agent.get("attempt"), str) and not r.get("error"):
-            records[(str(r.get("task_id")), int(r.get("draw") or 0))] = r
+        draw = r.get("draw", 0)
+        if isinstance(agent, dict) and isinstance(agent.get("attempt"), str) and not r.get("error") \
+                and isinstance(draw, int) and isinstance(r.get("task_id"), str):
+            records[(r["task_id"], draw)] = r
     by_attempt: dict[str, list[dict[str, Any]]] = {}
     for e in read_jsonl(exchanges, follow=False):
         if isinstance(e.get("attempt"), str):
             by_attempt.setdefault(e["attempt"], []).append(e)
     if not records:
-        fail(f"--model replay:{safe_text(str(src))}: results.jsonl holds no harness run")
+        fail(f"--model replay:{safe(str(src))}: results.jsonl holds no harness run")
     return records, by_attempt
 
 
@@ -74,9 +76,9 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
 
     name_part, _, version = harness.partition("@")
     if name_part not in SPECS:
-        fail(f"--harness {safe_text(harness)}: unknown; one of {', '.join(SPECS)} (NAME@VERSION for another release)")
+        fail(f"--harness {safe(harness)}: unknown; one of {', '.join(SPECS)} (NAME@VERSION for another release)")
     if version and not all(c.isalnum() or c in ".-+" for c in version):
-        fail(f"--harness {safe_text(harness)}: the version must be a release number such as 2.1.197")
+        fail(f"--harness {safe(harness)}: the version must be a release number such as 2.1.197")
     provider, _, name = model.partition(":")
     provider = provider.strip()
     secret: Optional[str] = None
@@ -99,18 +101,18 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
             return ReplayUpstream(by_attempt.get(attempt, []), model=wire_model, attempt=attempt)
     elif provider in KEY_VAR and name:
         if provider not in WIRE[name_part]:
-            fail(f"--model {safe_text(model)}: {name_part} speaks {'Anthropic Messages' if name_part == 'claude-code' else 'Chat Completions'}; "
+            fail(f"--model {safe(model)}: {name_part} speaks {'Anthropic Messages' if name_part == 'claude-code' else 'Chat Completions'}; "
                  f"use {' or '.join(p + ':MODEL' for p in WIRE[name_part])} (with --base-url for a compatible server)")
         secret = os.environ.get(KEY_VAR[provider]) or None
         if secret is None and base_url is None:
-            fail(f"--model {safe_text(model)}: no key: set {KEY_VAR[provider]} (or give --base-url of a server that needs none)")
+            fail(f"--model {safe(model)}: no key: set {KEY_VAR[provider]} (or give --base-url of a server that needs none)")
         if not allow_no_isolation and (why := isolation_refusal("run a harness with a live model")):
             fail(why)
         config, wire_model = ConfigInfo(provider=provider, model=name), name
         kind = "anthropic" if provider == "anthropic" else "openai"
         upstream_for = lambda task, draw, key: ProviderUpstream(kind, name, secret, base_url, timeout)  # noqa: E731
     else:
-        fail(f"--model {safe_text(model)}: with --harness, one of courier, replay:DIR, anthropic:MODEL, openai:MODEL, "
+        fail(f"--model {safe(model)}: with --harness, one of courier, replay:DIR, anthropic:MODEL, openai:MODEL, "
              "openai-chat:MODEL")
     config = config.model_copy(update={"variant": f"harness={name_part}"})
     selected = select(tasks)
@@ -119,7 +121,7 @@ def run_harness(*, harness: str, model: str, base_url: Optional[str], out_dir: P
     plan = HarnessPlan(harness, selected, draws=draws, max_turns=max_turns, max_tokens=max_tokens, wall_s=wall,
                        concurrency=concurrency or 1)
     if out_dir.exists() and not out_dir.is_dir():
-        fail(f"--out {safe_text(str(out_dir))}: exists and is not a directory (a harness run writes results.jsonl and "
+        fail(f"--out {safe(str(out_dir))}: exists and is not a directory (a harness run writes results.jsonl and "
              "exchanges.jsonl into it)")
     make_dirs("--out", out_dir)
     campaign = HarnessCampaign(plan, config, wire_model, out_dir, upstream_for, secret)
@@ -175,7 +177,7 @@ def harness_report_cmd(
     records = [r for f in results for r in read_jsonl(f)]
     rows = harness_rows(records)
     if not rows:
-        fail(f"{', '.join(safe_text(str(f)) for f in results)}: no harness run (records of run --harness)")
+        fail(f"{', '.join(safe(str(f)) for f in results)}: no harness run (records of run --harness)")
     if as_json:
         print_json({"rows": rows})
     else:
