@@ -33,6 +33,7 @@ from transports.results.store import StoreError
 from . import components, exec_command, import_inspect, runs, suite, around_runs  # noqa: F401  # isort: skip
 from . import harness  # noqa: F401  # isort: skip  (harness audit)
 from . import harbor  # noqa: F401  # isort: skip  (export harbor, import-atif)
+from . import harness_run  # noqa: F401  # isort: skip  (run --harness, harness-report)
 from .app import app
 from .help import tidy
 from ..console import BadInput, err, one_line

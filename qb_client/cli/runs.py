@@ -14,6 +14,7 @@ from tasks.load import select, suite
 from transports.registry import parse_list
 
 from .app import JSON_OPT, app
+from .harness_run import HARNESS_OPT, MAX_TOKENS_OPT, MAX_TURNS_OPT, WALL_OPT, run_harness
 from .options import (ALLOW_SUITE_MISMATCH_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout,
                           apply_userland)
 from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
@@ -241,9 +242,12 @@ def run_cmd(
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
     allow_mismatch: bool = ALLOW_SUITE_MISMATCH_OPT,
+    harness: Optional[str] = HARNESS_OPT, max_turns: int = MAX_TURNS_OPT, max_tokens: Optional[int] = MAX_TOKENS_OPT,
+    wall: float = WALL_OPT,
 ) -> None:
     """A campaign: each reply generated once, then replayed on every transport. Resumable with the same --out.
-    With --turns K > 1: one chain of up to K actions per task, contract, draw and transport."""
+    With --turns K > 1: one chain of up to K actions per task, contract, draw and transport.
+    With --harness NAME: the real harness drives the model through each task (docs/harness-runs.md)."""
     import time
 
     from ..replies.store import allow_suite_mismatch
@@ -251,6 +255,10 @@ def run_cmd(
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)
     apply_timeout(exec_timeout, "--exec-timeout")
+    if harness is not None:  # the harness as the agent: its own module (cli/harness_run.py)
+        run_harness(harness=harness, model=model, base_url=base_url, out_dir=out_dir, tasks=tasks, draws=draws,
+                    max_turns=max_turns, max_tokens=max_tokens, wall=wall, concurrency=exec_concurrency,
+                    allow_no_isolation=allow_no_isolation, timeout=timeout, as_json=as_json)
     allow_suite_mismatch(allow_mismatch)
 
     from transports.sandbox import isolation_refusal

@@ -131,6 +131,10 @@ class Record(BaseModel):
     harness_log: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The courier's request/answer log, capped at 64 KiB: for debugging only (the command can rewrite it),
     never used for ``received`` or the verdict."""
+    agent: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Only in a harness run (``quotebench run --harness``): the run's turns, requests, stop, budgets, token
+    use, the attempt id its exchanges are stored under, and, in a replay, where the harness's requests
+    diverged from the recording (docs/harness-runs.md)."""
     truncated: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The fields :func:`capped` cut to their cap, in record order (``reply``, ``command``, ``received``,
     ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``, ``wrapper``, ``harness_log``);

@@ -330,6 +330,8 @@ class Tracer:
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 with self._lock:
                     self._alive.discard(pid)
+                if len(self.trace.exits) < 64 * MAX_EXECS:  # threads exit too; bounded; a reused pid keeps its last status
+                    self.trace.exits[pid] = status
                 self.copy.exited(pid, status)
                 if pid == main and self.proc is not None:
                     self.proc.returncode = os.waitstatus_to_exitcode(status)  # never reaped again by subprocess

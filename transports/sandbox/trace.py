@@ -49,6 +49,7 @@ class Trace:
     shell_log_writers: list[tuple[int, bool]] = field(default_factory=list)
     reader_status: int | None = None  # its wait status, if it ended during the run
     reader_exit_seq: int | None = None  # when it ended: the ``seq`` of the last fork or exec event before its exit
+    exits: dict[int, int] = field(default_factory=dict)  # pid -> wait status, as the kernel reported it (harness runs' steps)
 
 
 def identity(path: str) -> Identity | None:
