@@ -5,13 +5,16 @@ What this room owns
     scripted fake model server, the *courier* (:mod:`.courier`), started beside the harness inside the
     sandbox on 127.0.0.1, and ``received`` from the kernel's exec trace), the quote removal of a harness's
     wrapper by bash itself (:mod:`.dequote`), and one module per harness (:mod:`.claude_code`,
-    :mod:`.mini_swe_agent`, :mod:`.codex`, :mod:`.gemini_cli`, :mod:`.openai_agents`).
+    :mod:`.mini_swe_agent`, :mod:`.codex`, :mod:`.gemini_cli`, :mod:`.openai_agents`). Also the harness as the
+    agent (:mod:`.agent`: one multi-turn run whose model is reached through :mod:`.relay`, a byte relay on the
+    sandbox's loopback to the host's recording proxy).
 
 What it may import
     ``transports`` below it (``base``, ``capture``, ``components``, ``needs``, ``sandbox``, ``shells``,
-    ``paths.route``, ``paths.npm_cache``, ``paths.venv_cache``) and ``tasks.safefs``; nothing imports it but the registry (and the
-    doctor, through the registry). The courier script imports nothing of the project: it runs in the sandbox.
-    Nor does :mod:`.agents_driver`, the program :mod:`.openai_agents` runs with the Agents SDK in the sandbox.
+    ``paths.route``, ``paths.npm_cache``, ``paths.venv_cache``) and ``tasks.safefs``. Imported by the registry (and the doctor,
+    through it), and by ``qb_client.campaign.harness_run`` (:mod:`.agent`). The courier and relay scripts import
+    nothing of the project: they run in the sandbox. Nor does :mod:`.agents_driver`, the program
+    :mod:`.openai_agents` runs with the Agents SDK in the sandbox.
 
 How it differs from :mod:`transports.paths`
     A path reproduces a route's boundary with its real component (a library, tmux, make). Here the component
