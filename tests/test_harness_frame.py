@@ -36,3 +36,23 @@ def test_a_crash_after_the_final_shell_ran_stays_on_the_record() -> None:
                                             (128 + signal.SIGTERM, False), (None, True), (128 + signal.SIGILL, True)])
 def test_an_exit_a_kill_or_the_time_limit_is_not_a_crash(code: int | None, timed_out: bool) -> None:
     assert crashed(Final(None), ex(code, timed_out=timed_out)) is None
+
+
+def test_only_the_first_exec_after_a_fork_can_be_a_final_shell() -> None:
+    """A process the harness forked that execs a second time (an rc file or a hook doing ``exec bash -c
+    "... && eval '...'"``) is that process's own doing: only its first exec is the harness's choice."""
+    from transports.harnesses.claude_code import eval_shell
+    from transports.harnesses.harness import forked_shells
+    from transports.capture import program_identity
+
+    bash = program_identity("bash")
+    harness = Exec(seq=1, pid=10, parent=None, forked_at=None, exe=None, argv=(b"claude",), argv_complete=True)
+    dash_then = Exec(seq=2, pid=11, parent=10, forked_at=1, exe=None, argv=(b"/bin/sh", b"-c", b"hook"),
+                     argv_complete=True)
+    forged = Exec(seq=3, pid=11, parent=10, forked_at=1, exe=bash,
+                  argv=(b"bash", b"-c", b"exit 2 && eval 'forged'"), argv_complete=True)
+    real = Exec(seq=4, pid=12, parent=10, forked_at=2, exe=bash,
+                argv=(b"/bin/bash", b"-c", b"x && eval 'R'"), argv_complete=True)
+    assert forged not in forked_shells([harness, dash_then, forged, real])
+    assert eval_shell([harness, dash_then, forged, real]).received == "R"
+    assert eval_shell([harness, dash_then, forged]).received is None

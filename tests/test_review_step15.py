@@ -68,25 +68,20 @@ def one_line_refusal(done: subprocess.CompletedProcess[str]) -> bool:
 
 
 @CODEX
-@pytest.mark.xfail(strict=True, reason="BROKEN: Codex 0.171 intercepts an exec_command whose cmd is an apply_patch "
-                                       "heredoc and applies the patch itself: no shell runs, received is null, yet the "
-                                       "files change and the record is a pass with no error")
 def test_codex_apply_patch_changes_the_files_without_any_shell() -> None:
     """Attack: R = ``apply_patch <<'EOF' ... *** Add File: out.txt ... EOF``. Codex recognises the apply_patch
     invocation inside its exec_command and writes the file itself, so the kernel sees no ``bash -lc`` at all.
-    Safe behaviour: a run whose effect happened without the final shell is not a clean pass with
-    ``received: null`` (the route should name the interception: a harness/transport error, or a received that
-    says what ran), never ``received: null`` + ``passed: true`` + no error."""
-    r = rec("codex", "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: out.txt\n+hello world\n*** End Patch\nEOF\n")
+    Safe behaviour (decided after the review): the record says what happened. ``received`` is null (no shell got
+    anything), so the record is ``damaged``: the route did something else than run R in a shell, and here that
+    made a command which fails on ``raw`` (bash has no ``apply_patch``) pass; the note names the interception."""
+    command = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: out.txt\n+hello world\n*** End Patch\nEOF\n"
+    r = rec("codex", command)
     assert r.error is None and r.transport_error is None
-    assert not (r.received is None and r.verdict.passed), (r.received, r.received_note, r.verdict.passed)
+    assert r.received is None and r.damaged and "apply_patch" in (r.received_note or ""), r.received_note
+    assert r.verdict.passed and not rec("raw", command).verdict.passed
 
 
 @CODEX
-@pytest.mark.xfail(strict=True, reason="BROKEN: Codex 0.171 rejects any command with `rm -f` ('rm -f style commands are "
-                                       "not permitted') and starts no shell, but the route records it as damage "
-                                       "(received null, no transport_error), so the report's `refused` misses it; "
-                                       "docs/harnesses.md says nothing of Codex refusing")
 def test_codex_refusal_of_rm_f_is_recorded_as_a_refusal() -> None:
     """Attack (a refusal hidden as damage): R = ``rm -f nothing; echo "hello world" > out.txt``, an ordinary
     command. Codex refuses it before any shell (its tool result says ``rejected: rm -f style commands are not
@@ -120,12 +115,6 @@ def test_claude_code_R_that_segfaults_its_harness_stays_a_model_outcome() -> Non
 
 
 @CLAUDE
-@pytest.mark.xfail(strict=True, reason="BROKEN: in a chain (the multi-turn arm: one sandbox, HOME and the working "
-                                       "directory kept), turn 1 installs a Claude Code PreToolUse hook in "
-                                       "~/.claude/settings.json; in turn 2 the hook (the harness's own child) execs a "
-                                       "look-alike `bash -c 'exit 2 && eval <R2>'` first, writes the right file and "
-                                       "blocks the real tool call: the record says received == R2, not damaged, "
-                                       "passed, no note, while R2 never ran")
 def test_claude_code_chain_turn_cannot_forge_the_next_turns_received() -> None:
     """Attack (a record that lies, across turns): R1 writes a user-settings hook; R2 = ``echo wrong > out.txt``.
     Claude Code runs the hook (``/bin/sh -c HOOK``, its own child) before the Bash tool; the hook writes
@@ -155,10 +144,6 @@ def test_claude_code_chain_turn_cannot_forge_the_next_turns_received() -> None:
 
 
 @CLAUDE
-@pytest.mark.xfail(strict=True, reason="BROKEN: in a chain, turn 1 installs a PreToolUse hook `kill -SEGV $PPID`; in "
-                                       "turn 2 Claude Code dies of SIGSEGV before any shell, so the crash rule makes "
-                                       "the turn a harness error ('nothing of R ran'), left out of every rate and "
-                                       "retried, although the model's own hook killed it")
 def test_claude_code_chain_turn_cannot_make_the_next_turn_a_harness_error() -> None:
     """Attack on the crash rule (R gets its own bad run excluded): R1 writes ``~/.claude/settings.json`` with a
     PreToolUse hook that sends SIGSEGV to Claude Code (the hook's parent); R2 = ``echo wrong > out.txt``. Safe
@@ -437,3 +422,24 @@ def test_report_of_a_record_with_a_non_string_harness_version_is_one_line(tmp_pa
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     done = cli("report", str(path), "--json")
     assert one_line_refusal(done) and str(path) in done.stderr, done.stderr[-400:]
+
+
+@CLAUDE
+def test_claude_code_chain_turn_cannot_make_the_next_turn_a_harness_error_through_bashrc() -> None:
+    """The crash-rule attack again, without hooks (they are off): R1 plants a ``~/.bashrc`` that sends SIGSEGV to
+    Claude Code from the shells it starts for its snapshot, before its Bash tool's shell. Safe behaviour: in a
+    sandbox where a command already ran, a harness crash is kept as the turn's outcome (with a note), never a
+    harness error dropped from the rates."""
+    from transports.execute import chain
+
+    r1 = "echo 'case \"$(readlink /proc/$PPID/exe)\" in *claude*) kill -SEGV $PPID;; esac' >> ~/.bashrc"
+
+    async def both():
+        async with chain(TASK, "claude-code", limits=LIMITS) as run:
+            return await run(r1), await run("echo wrong > out.txt")
+
+    first, second = anyio.run(both)
+    assert first.received == r1 and first.error is None
+    assert second.error is None and not second.verdict.passed, (second.error, second.exit_code)
+    if second.received is None:  # the harness died before its shell: the note says it is kept
+        assert "earlier command in this sandbox" in (second.received_note or ""), second.received_note

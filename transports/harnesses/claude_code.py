@@ -41,7 +41,7 @@ from ..components import Component, program as program_component
 from ..needs import MissingComponent
 from ..sandbox.exectrace import Exec
 from .dequote import DequoteError, dequote, word_after
-from .harness import Final, HarnessRoute
+from .harness import Final, HarnessRoute, forked_shells
 
 PACKAGE = "@anthropic-ai/claude-code"
 VERSION = "2.1.197"
@@ -52,6 +52,11 @@ CLAUDE_CODE = Component("claude-code", "npm", PACKAGE, version=VERSION, node=Fal
 PYTHON3 = program_component("python3", note="runs the courier (a scripted Messages server) inside the sandbox")
 PROMPT = "Run the command the task needs with the Bash tool."
 MARKER = "&& eval "
+NO_HOOKS = '{"disableAllHooks": true}'
+"""Claude Code runs hooks from ``~/.claude/settings.json`` and the project's ``.claude/settings.json`` as its own
+children, before and after the Bash tool. The sandbox starts with none, but in a chain an earlier command can
+write them, and a hook could then stand in for the tool's shell or kill the harness. Settings given on the
+command line take precedence over user and project settings, so this turns every hook off."""
 ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -80,7 +85,7 @@ class ClaudeCode(HarnessRoute):
         return found
 
     def argv(self, program: str) -> list[str]:
-        return [program, "-p", PROMPT, "--dangerously-skip-permissions"]
+        return [program, "-p", PROMPT, "--dangerously-skip-permissions", "--settings", NO_HOOKS]
 
     def env(self) -> dict[str, str]:
         return {"ANTHROPIC_API_KEY": "quotebench-courier-dummy-key", "IS_SANDBOX": "1",
@@ -106,7 +111,7 @@ def eval_shell(execs: list[Exec]) -> Final:
     if not execs:
         return Final(None, note="the kernel saw no program run")
     harness, bash = execs[0].pid, program_identity("bash")
-    found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == bash
+    found = [(e, text) for e in forked_shells(execs) if e.parent == harness and e.exe is not None and e.exe == bash
              and (text := received_from(list(e.argv))) is not None and eval_marker(text) is not None]
     if not found:
         return Final(None, note="the harness started no bash with its eval wrapper")

@@ -44,11 +44,14 @@ import platform
 import shlex
 from pathlib import Path
 
+from ..base import Delivery
 from ..capture import program_identity
 from ..components import Component
 from ..needs import MissingComponent
+from ..sandbox import Sandbox
 from ..sandbox.exectrace import Exec, Identity, Trace
 from .claude_code import PYTHON3
+from .courier import logged_result
 from .harness import Final, HarnessRoute
 
 PACKAGE = "@openai/codex"
@@ -132,8 +135,47 @@ class Codex(HarnessRoute):
     def final_shell(self, execs: list[Exec]) -> Final:
         return login_shell(execs, {})
 
+    async def _deliver(self, command: str, sandbox: Sandbox, prefix: Path, program: Path, rel: str) -> Delivery:
+        """The frame's delivery, then what Codex did instead of a shell, when the kernel saw none (so R ran
+        nowhere and cannot have written the courier's log): a refusal is a transport error naming Codex's
+        words; an ``apply_patch`` invocation, which Codex applies itself, gets a note saying so."""
+        done = await super()._deliver(command, sandbox, prefix, program, rel)
+        ex = done.execution
+        if (ex is None or done.harness is None or done.harness_error is not None or ex.trace is None
+                or ex.trace.dropped or self.final_shell_in(ex.trace).exec is not None):
+            return done
+        said = first_result(done.harness.log)
+        if said is not None and said.startswith(FAILED):
+            why = said[said.find(REJECTED) + 1:] if REJECTED in said else said[len(FAILED):]
+            why = why.splitlines()[0].strip().rstrip('\\")} ')  # Codex's words, without its Rust debug wrapping
+            return Delivery(received=None, execution=None, harness=done.harness,
+                            transport_error=f"{self.name}: Codex refused the command: {why[:300]}")
+        if command.lstrip().startswith(PATCH_WORDS):
+            note = ("Codex took R as an apply_patch invocation and applied the patch itself: no shell ran, so "
+                    "whatever changed in the working directory was done by the harness, not by a shell")
+            return Delivery(received=None, execution=ex, received_note=note, harness=done.harness)
+        return done
+
     def final_shell_in(self, trace: Trace | None) -> Final:
         return login_shell(list(trace.execs), dict(trace.forks)) if trace is not None else login_shell([], {})
+
+
+FAILED = "exec_command failed:"
+"""How Codex 0.171 begins the tool result of a command it would not start (its safety check, before any shell)."""
+REJECTED = " rejected: "
+PATCH_WORDS = ("apply_patch", "applypatch")
+"""Codex intercepts an ``exec_command`` whose program invokes its patch tool and applies the patch in-process."""
+
+
+def first_result(log: str | None) -> str | None:
+    """The text of the first tool result in the courier's log, or None."""
+    for line in (log or "").splitlines():
+        try:
+            content = logged_result(line)
+        except ValueError:
+            continue
+        return content if isinstance(content, str) else None
+    return None
 
 
 def login_shell(execs: list[Exec], forks: dict[int, tuple[int, int]]) -> Final:

@@ -64,7 +64,7 @@ from ..sandbox import Sandbox
 from ..sandbox.exectrace import Exec
 from .claude_code import PYTHON3
 from .courier import logged_result
-from .harness import Final, HarnessRoute
+from .harness import Final, HarnessRoute, forked_shells
 
 PACKAGE = "@google/gemini-cli"
 VERSION = "0.61.0"
@@ -155,7 +155,7 @@ def harness_shells(execs: list[Exec]) -> list[Exec]:
     if not execs:
         return []
     harness, bash = execs[0].pid, program_identity("bash")
-    return [e for e in execs if e.parent == harness and e.exe is not None and e.exe == bash]
+    return [e for e in forked_shells(execs) if e.parent == harness and e.exe is not None and e.exe == bash]
 
 
 def wrapper_shell(execs: list[Exec]) -> Final:

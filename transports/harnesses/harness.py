@@ -71,6 +71,18 @@ class Final:
     note: str | None = None
 
 
+def forked_shells(execs: list[Exec]) -> list[Exec]:
+    """The execs that are the first program of their process after its fork: a process the harness forked and
+    whose first exec is the shell. A later exec in the same process (an rc file, a hook or R itself replacing
+    its shell with ``exec bash -c "... && eval '...'"``) is that process's own doing, never the harness's
+    choice of shell, so no route's final-shell picker may take it."""
+    first: dict[tuple[int, int | None], int] = {}
+    for e in execs:
+        key = (e.pid, e.forked_at)
+        first[key] = min(first.get(key, e.seq), e.seq)
+    return [e for e in execs if first[(e.pid, e.forked_at)] == e.seq]
+
+
 class HarnessRoute(Route):
     """A real agent harness as a deployment path. Subclasses say what to install (``package``), how to find
     its program in the cache (:meth:`program`), how to start it (:meth:`argv`, :meth:`env`, ``url_var``) and
@@ -147,6 +159,7 @@ class HarnessRoute(Route):
         courier = sandbox.write_file("courier.py", COURIER.read_bytes())
         log = f"{sandbox.inside(sandbox.meta / rel)}/courier.log"
         info = HarnessRun(self.harness, self.version)
+        fresh = sandbox.runs == 0  # before this run: did any command run in this sandbox already?
         try:
             ex = await sandbox.run(["/bin/sh", "-c", LAUNCHER, "qb-harness", courier, command_file, log, self.url_var,
                                     self.url_path, *self.argv(inside_program)],
@@ -163,8 +176,11 @@ class HarnessRoute(Route):
         if ex.trace is not None and ex.trace.dropped:
             note = "; ".join(filter(None, [note, f"{ex.trace.dropped} execs past the trace's cap were counted, not kept"]))
         if (crash := crashed(final, ex)) is not None:
-            return Delivery(received=None, execution=ex, received_note=note, harness=info,
-                            harness_error=f"{self.name}: {crash}")
+            if fresh:
+                return Delivery(received=None, execution=ex, received_note=note, harness=info,
+                                harness_error=f"{self.name}: {crash}")
+            note = "; ".join(filter(None, [note, crash.replace("; nothing of R ran", "") + ", after an earlier "
+                                           "command in this sandbox (which could have caused it): kept as the outcome"]))
         return Delivery(received=final.received, execution=ex, received_note=note, harness=info)
 
 
@@ -179,7 +195,10 @@ def crashed(final: Final, ex: Execution) -> str | None:
     shell (5 of about 50 runs in one audit, 1 of 112 in a sweep; reruns of the same reply pass). That is the
     harness failing on this machine, not the route doing something to R: nothing of R ran (the kernel saw no
     final shell, so R cannot have caused it), and counting it as damage would put noise in every rate. So it
-    is a harness error (``error: harness: ...``), left out of rates, and ``replay``/``run`` resume retries it.
+    is a harness error (``error: harness: ...``), left out of rates, and ``replay``/``run`` resume retries it,
+    but only in a fresh sandbox: after an earlier command in the same sandbox (a chain's later turn), that
+    command may have left what kills the harness (a Claude Code hook, an rc file), so the crash is kept as the
+    outcome, with a note.
     Only a death by a crash signal counts: a harness that exits by itself without a shell (a refusal, a
     configuration error) or is killed at the time limit stays what it is."""
     if final.exec is not None or ex.timed_out or ex.exit_code is None or not 128 < ex.exit_code < 128 + 65:

@@ -37,7 +37,7 @@ from ..needs import MissingComponent
 from ..sandbox.exectrace import Exec
 from ..shells import SH
 from .claude_code import PYTHON3
-from .harness import Final, HarnessRoute
+from .harness import Final, HarnessRoute, forked_shells
 
 DIST = "mini-swe-agent"
 VERSION = "2.4.6"
@@ -89,7 +89,7 @@ def sh_shell(execs: list[Exec]) -> Final:
     if not execs:
         return Final(None, note="the kernel saw no program run")
     harness, dash = execs[0].pid, program_identity("sh")
-    found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == dash
+    found = [(e, text) for e in forked_shells(execs) if e.parent == harness and e.exe is not None and e.exe == dash
              and (text := received_from(list(e.argv))) is not None]
     if not found:
         return Final(None, note="the harness started no /bin/sh -c")

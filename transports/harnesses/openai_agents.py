@@ -50,7 +50,7 @@ from ..sandbox import Sandbox
 from ..sandbox.exectrace import Exec
 from ..shells import SH
 from .claude_code import PYTHON3
-from .harness import Final, HarnessRoute
+from .harness import Final, HarnessRoute, forked_shells
 
 DIST = "openai-agents"
 VERSION = "0.24.0"
@@ -123,7 +123,7 @@ def cd_shell(execs: list[Exec], workspace: str) -> Final:
     if not execs:
         return Final(None, note="the kernel saw no program run")
     harness, dash = execs[0].pid, program_identity("sh")
-    found = [(e, text) for e in execs if e.parent == harness and e.exe is not None and e.exe == dash
+    found = [(e, text) for e in forked_shells(execs) if e.parent == harness and e.exe is not None and e.exe == dash
              and (len(e.argv) == 3 or not e.argv_complete) and (text := received_from(list(e.argv))) is not None]
     if not found:
         return Final(None, note="the harness started no sh -c")

@@ -144,6 +144,7 @@ class Sandbox:
         self.limits = limits
         self.isolation: Isolation = isolation
         self._counter = 0
+        self.runs = 0  # how many runs were started in this sandbox (a chain's later turns see what earlier ones left)
         self.cgroup: cgroups.Group | None = None
         self.mounted = False
         self.closed = False
@@ -338,6 +339,7 @@ class Sandbox:
         Raises ``ArgumentTooLong`` when the kernel refuses the argument vector (nothing ran)
         and ``SandboxError`` when the launcher cannot start at all.
         """
+        self.runs += 1
         group = cgroups.child(self.cgroup, self.limits.memory)
         try:
             full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group)
