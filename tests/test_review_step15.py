@@ -263,9 +263,6 @@ def _trajectory(command_json: str) -> str:
 
 
 @pytest.mark.needs("harbor")
-@pytest.mark.xfail(strict=True, reason="BROKEN: import-atif writes a reply line longer than the 16 MiB every "
-                                       "QuoteBench reader accepts (R twice: command and tool_calls.arguments), so a "
-                                       "9 MB trajectory poisons the whole store: replay and the next import refuse it")
 def test_import_atif_cannot_write_a_line_its_own_readers_refuse(tmp_path: Path) -> None:
     """Attack: a 9 MB trajectory (under the 64 MiB file cap) whose one command is 9,000,000 characters, imported
     into a store that already holds good replies. Safe behaviour: the import refuses it in one line (exit 2) with
@@ -329,8 +326,6 @@ def test_import_atif_into_a_fifo_store_does_not_hang(tmp_path: Path) -> None:
     assert one_line_refusal(done), done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BROKEN: harness audit --from reads the file with Path.read_bytes() without "
-                                       "checking it is a regular file: a FIFO blocks the CLI forever")
 def test_audit_from_a_fifo_does_not_hang(tmp_path: Path) -> None:
     """Attack: ``quotebench harness audit claude-code --from FIFO``. Safe behaviour (docs/sandbox.md, Input
     files): a FIFO is refused by name, never opened: one line, exit 2, at once."""
@@ -343,8 +338,6 @@ def test_audit_from_a_fifo_does_not_hang(tmp_path: Path) -> None:
     assert one_line_refusal(done), done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BROKEN: harness audit --from has no size cap: a 3 GiB file is read whole "
-                                       "(MemoryError traceback under a 1.5 GB address-space limit)")
 def test_audit_from_a_huge_file_is_one_line(tmp_path: Path) -> None:
     """Attack: ``--from`` a 3 GiB (sparse) file. Safe behaviour: refused before reading, by its size: one line,
     exit 2, never a traceback or unbounded memory (the CLI runs under a 1.5 GB address-space limit here)."""
@@ -363,9 +356,6 @@ def test_audit_from_a_deeply_nested_document_is_one_line(tmp_path: Path) -> None
     assert one_line_refusal(done) and str(deep) in done.stderr, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BROKEN: --markdown prints row values raw: a newline in a value forges "
-                                       "table rows (of the block pasted into docs/harnesses.md) and terminal escapes "
-                                       "reach the terminal; only | and ` are escaped")
 def test_audit_from_cannot_forge_markdown_rows_or_send_terminal_escapes(tmp_path: Path) -> None:
     """Attack: an audit document (valid to the model) whose first row's value holds an OSC/CSI escape and a newline
     followed by a whole forged table row. Safe behaviour: ``--markdown`` prints one table line per row (a value
@@ -408,9 +398,6 @@ def test_exported_harbor_task_does_not_reward_a_workdir_replaced_by_a_link(tmp_p
 
 
 @pytest.mark.needs("bwrap")
-@pytest.mark.xfail(strict=True, reason="BROKEN: the report's harness group hashes the optional `harness_version` as "
-                                       "it is: a results line with a list there is a TypeError traceback, not one "
-                                       "line naming the file, line and field")
 def test_report_of_a_record_with_a_non_string_harness_version_is_one_line(tmp_path: Path) -> None:
     """Attack (a hostile results file for ``quotebench report``): a real ``raw`` record, and a copy of it on
     ``claude-code`` whose optional ``harness_version`` is a list. Safe behaviour (docs/spec.md, Record format): the

@@ -37,21 +37,33 @@ def runs_table(audit: Audit) -> Table:
     return t
 
 
+def _text(value: str) -> str:
+    """``value`` on one line of a Markdown table: every control character a visible escape (newline and
+    carriage return as ``\\n`` and ``\\r``, tab as ``\\t``, ESC as ``\\x1b``, as :func:`..console.safe` shows
+    them), so a value read from an audit document can neither start a forged table row nor act on the terminal
+    the table is printed to; ``|`` escaped so it stays in its cell."""
+    from ..console import safe
+
+    return safe(value).replace("\n", "\\n").replace("\t", "\\t").replace("|", "\\|")
+
+
 def _cell(value: str | None) -> str:
     if value is None:
         return "-"
-    return "`" + value.replace("|", "\\|").replace("`", "'") + "`" if value else "` `"
+    return "`" + _text(value).replace("`", "'") + "`" if value else "` `"
 
 
 def markdown(audit: Audit) -> str:
-    """The audit as one Markdown table (the docs block's body)."""
-    intro = (f"Measured by `quotebench harness audit {audit.harness}` ({audit.harness} {audit.version}; every value "
-             f"from a probe run through the route; `{audit.baseline}` is the same probe without the harness; "
+    """The audit as one Markdown table (the docs block's body); every value from the document goes through
+    :func:`_text`, since ``--from`` renders a document anyone may have written."""
+    harness, version, baseline = (_text(v).replace("`", "'") for v in (audit.harness, audit.version, audit.baseline))
+    intro = (f"Measured by `quotebench harness audit {harness}` ({harness} {version}; "
+             f"every value from a probe run through the route; `{baseline}` is the same probe without the harness; "
              "`*` marks a token that changed between runs):")
     lines = [intro, "",
-             f"| group | measure | {audit.harness} | {audit.baseline} |", "|---|---|---|---|"]
+             f"| group | measure | {harness} | {baseline} |", "|---|---|---|---|"]
     for r in audit.rows:
-        lines.append(f"| {r.group} | {r.measure.replace('|', chr(92) + '|')} | {_cell(r.harness)} | {_cell(r.raw)} |")
+        lines.append(f"| {_text(r.group)} | {_text(r.measure)} | {_cell(r.harness)} | {_cell(r.raw)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,26 @@ harness_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT,
 app.add_typer(harness_app, name="harness")
 
 
+MAX_AUDIT_FILE = 16 << 20
+"""The largest ``--from`` document read (checked before reading); a committed audit is about 20 KB."""
+
+
+def read_audit_file(path: Path) -> bytes:
+    """The ``--from`` document, read as every input file is (:func:`tasks.safefs.read_input`): a regular file
+    (a FIFO would block, ``/dev/zero`` never ends; a symlink the user named is followed to one) of at most
+    :data:`MAX_AUDIT_FILE` bytes, its size checked before anything is read; else one line naming it, exit 2."""
+    from tasks.safefs import UnsafeRead, read_input
+
+    try:
+        return read_input(path, MAX_AUDIT_FILE)
+    except UnsafeRead as e:
+        fail(str(e))
+    except FileNotFoundError:
+        fail(f"{path}: no such file")
+    except OSError as e:
+        fail(f"{path}: cannot read the audit document: {e.strerror or e}")
+
+
 @harness_app.command("audit")
 def audit_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="A harness route (quotebench transports list shows them)."),
@@ -45,8 +65,9 @@ def audit_cmd(
     from ..audit.render import markdown, runs_table, table
 
     if source is not None:
+        data = read_audit_file(source)
         try:
-            doc = Audit.model_validate_json(source.read_bytes())
+            doc = Audit.model_validate_json(data)
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(document)"

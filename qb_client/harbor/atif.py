@@ -25,6 +25,13 @@ Hostile input: a named file must be a regular file (a FIFO or device is never op
 without following any link (at most :data:`MAX_ENTRIES` entries, :data:`MAX_WALK_DEPTH` levels) for
 ``trajectory.json`` files, and one that is a link or not a regular file is refused. Every file is read and
 checked before anything is written; any refusal is one line naming the file (and the field), exit 2.
+
+Every reply line written stays readable by the store's own readers (``read_jsonl``: at most ``MAX_LINE``,
+16 MiB, a line): a call whose reply line, encoded exactly as ``JsonlWriter`` writes it, would be over
+:data:`MAX_REPLY_LINE` (R is in it twice, in ``command`` and escaped again in ``tool_calls.arguments``) is left
+out with a one-line note, like any other call that is not a shell command. A command that long cannot be one
+program argument anyway (Linux takes at most 128 KiB per argument), so nothing replayable is lost, and one
+hostile call cannot make the whole store unreadable to ``replay`` and to the next import.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ COMMAND_KEYS = ("command", "cmd")
 SHELLS = frozenset({"bash", "sh", "zsh", "dash", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"})
 SHELL_FLAGS = frozenset({"-c", "-lc", "-ic", "-lic"})
 MAX_TRAJECTORY = 64 << 20
+MAX_REPLY_LINE = 1 << 20
+"""The longest reply line written (bytes, newline included): far under the readers' ``MAX_LINE`` (16 MiB),
+far over any command a shell can be given as one argument (128 KiB)."""
 MAX_ENTRIES = 100_000
 MAX_WALK_DEPTH = 32
 NAME = "trajectory.json"
@@ -148,6 +158,15 @@ def reply_id(doc: Document, call: dict[str, Any]) -> str:
     return "atif-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
+def line_bytes(line: dict[str, Any]) -> int:
+    """The length of ``line`` as :class:`JsonlWriter` writes it (UTF-8; ASCII escapes when a lone surrogate
+    cannot be encoded), so the cap is on the very bytes the readers will meet."""
+    try:
+        return len((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+    except UnicodeEncodeError:
+        return len(json.dumps(line, ensure_ascii=True)) + 1
+
+
 def _existing(out: Path) -> list[dict[str, Any]]:
     try:
         return [o for o in read_jsonl(out, warn=None) if isinstance(o, dict)] if out.exists() else []
@@ -187,12 +206,10 @@ def build(docs: list[Document], parsed: list[dict[str, Any]], tasks: list[Task],
             if rid in have:
                 got.already += 1
                 continue
-            have.add(rid)
             config = _config(call)
             taken = draws.setdefault((config.label, task.id, "native"), set())
             draw = next(n for n in range(len(taken) + 1) if n not in taken)
-            taken.add(draw)
-            got.lines.append({
+            line = {
                 "reply_id": rid, "task_id": task.id, "contract": "native", "draw": draw, "suite": task.suite,
                 "config": config.model_dump(mode="json"), "command": command,
                 "tool_calls": [{"name": call["function_name"], "id": call["tool_call_id"],
@@ -202,7 +219,17 @@ def build(docs: list[Document], parsed: list[dict[str, Any]], tasks: list[Task],
                            "call_index": call["call_index"], "tool_call_id": call["tool_call_id"],
                            "agent": call["agent"], "agent_version": call["agent_version"],
                            "model": call.get("model_name"), "schema_version": p.get("schema_version")},
-            })
+            }
+            size = line_bytes(line)
+            if size > MAX_REPLY_LINE:
+                got.notes.append(f"{where} ({call['function_name']}): its reply line would be {size} bytes, over "
+                                 f"the {MAX_REPLY_LINE}-byte cap (a command of {len(command)} characters; no shell "
+                                 "takes over 128 KiB as one argument); left out")
+                skipped += 1
+                continue
+            have.add(rid)
+            taken.add(draw)
+            got.lines.append(line)
     return got
 
 

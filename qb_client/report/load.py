@@ -40,6 +40,9 @@ REQUIRED = (
     "transport_error", "verdict", "usage", "timing", "versions",
 )
 CONFIG_FIELDS = ("provider", "model", "effort", "params")
+HARNESS_FIELDS = ("harness", "harness_version", "wrapper", "harness_log")
+"""Optional (a harness route's records): each a string or null. The report groups by ``harness`` and
+``harness_version`` (set members, joined text), so a list there was a TypeError traceback, not bad input."""
 
 
 class ReportInputError(ValueError):
@@ -110,6 +113,11 @@ def _check(rec: dict[str, Any]) -> tuple[str, str] | None:
     err = rec.get("error")
     if err is not None and not isinstance(err, str):
         return "error", f"expected a string or null, got {_typename(err)}"
+    for f in HARNESS_FIELDS:  # optional; the harness groups hash and join them
+        if rec.get(f) is not None and not isinstance(rec[f], str):
+            return f, f"expected a string or null, got {_typename(rec[f])}"
+    if rec.get("agent") is not None and not isinstance(rec["agent"], dict):
+        return "agent", f"expected an object or null, got {_typename(rec['agent'])}"
     if rec.get("turns") is not None:  # the multi-turn arm's chain
         from .turns import check_turns
 
