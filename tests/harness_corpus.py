@@ -53,4 +53,13 @@ HOSTILE: list[tuple[str, str]] = [
 ]
 """(name, command): the names are test ids and the keys of docs/harnesses.md's per-harness counts."""
 
+
+
+def crashed(record: object) -> bool:
+    """The record of a harness that died of a crash signal before its shell: a harness error
+    (transports.harnesses.harness.crashed), which a resumed replay retries; tests run it again too."""
+    error = getattr(record, "error", None)
+    return error is not None and "before it started a shell" in error
+
+
 assert len(HOSTILE) == 37 and len({n for n, _ in HOSTILE}) == 37

@@ -16,6 +16,7 @@ from transports.harnesses.claude_code import VERSION, eval_shell
 from transports.harnesses.dequote import DequoteError, dequote, word_after
 from transports.sandbox import Limits, Sandbox
 from transports.sandbox.trace import Exec
+from harness_corpus import crashed
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=30)
@@ -23,7 +24,13 @@ HARNESS = pytest.mark.needs("bwrap", "python3", "claude-code")
 
 
 def rec(transport: str, command: str, limits: Limits = LIMITS):
-    return anyio.run(lambda: execute(TASK, transport, command, limits=limits))
+    """One execution; a run in which Claude Code itself crashed before any shell (a harness error, which a
+    resumed replay retries too: docs/harnesses.md) is run again, at most twice more."""
+    for _ in range(3):
+        r = anyio.run(lambda: execute(TASK, transport, command, limits=limits))
+        if not crashed(r):
+            break
+    return r
 
 
 @HARNESS

@@ -12,7 +12,7 @@ from tasks.load import get_task
 from transports.execute import execute
 from transports.sandbox import Limits
 
-from harness_corpus import HOSTILE
+from harness_corpus import HOSTILE, crashed
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=60)
@@ -25,7 +25,10 @@ async def corpus_records(transport: str, concurrency: int = 2) -> dict[str, obje
 
     async def one(name: str, command: str) -> None:
         async with limiter:
-            out[name] = await execute(TASK, transport, command, limits=LIMITS)
+            for _ in range(3):  # a harness that crashed before any shell is a harness error: run it again
+                out[name] = await execute(TASK, transport, command, limits=LIMITS)
+                if not crashed(out[name]):
+                    break
 
     async with anyio.create_task_group() as tg:
         for name, command in HOSTILE:
