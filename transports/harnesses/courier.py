@@ -203,7 +203,11 @@ class Courier(BaseHTTPRequestHandler):
                           "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}}
 
     def send_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
-        data = b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events)
+        """Named SSE events (``event:`` and ``data:`` lines), as the Anthropic and OpenAI SDKs read them."""
+        self.send_sse(b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events))
+
+    def send_sse(self, data: bytes) -> None:
+        """One whole event stream, sent at once with its length."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -257,12 +261,7 @@ class Courier(BaseHTTPRequestHandler):
         if not sse:
             self.send_json(200, doc)
             return
-        data = f"data: {json.dumps(doc)}\r\n\r\n".encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_sse(f"data: {json.dumps(doc)}\r\n\r\n".encode())
 
     def send_json(self, status: int, doc: dict[str, Any]) -> None:
         data = json.dumps(doc).encode()
@@ -288,13 +287,7 @@ class Courier(BaseHTTPRequestHandler):
                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                       "usage": {"output_tokens": 1}}),
                    ("message_stop", {"type": "message_stop"})]
-        data = b"".join(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode() for name, doc in events)
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_events(events)
 
 
 def result_line(content: Any) -> str:
