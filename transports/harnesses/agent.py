@@ -31,27 +31,15 @@ from ..sandbox import ArgumentTooLong, Execution, Sandbox
 from ..sandbox.exectrace import Exec
 from .claude_code import MARKER, eval_marker
 from .dequote import DequoteError, dequote, word_after
-from .harness import HarnessRoute
+from .harness import LAUNCH_FAILED, HarnessRoute, launcher
 
 RELAY = Path(__file__).with_name("relay.py")
 SOCKET_INSIDE = "/run/qb-proxy"
 """Where the host's proxy directory appears under bwrap (a fixed path: the same on every run)."""
 DUMMY_KEY = "quotebench-relay-dummy-key"
 """What the harness is given as its key: the proxy drops it and adds the real one on the host."""
-RELAY_FAILED = 97
-
-LAUNCHER = r"""
-relay=$1 sock=$2 url_var=$3 url_path=$4; shift 4
-port=${TMPDIR:-/tmp}/qb-relay-port-$$
-python3 -I "$relay" "$sock" "$port" $$ </dev/null >/dev/null 2>&1 &
-i=0
-while [ ! -s "$port" ]; do
-  i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "quotebench: the relay did not start" >&2; exit 97; }
-  sleep 0.01
-done
-export "$url_var=http://127.0.0.1:$(cat "$port")$url_path"
-exec "$@" </dev/null
-"""
+LAUNCHER = launcher("relay", "relay=$1 sock=$2 url_var=$3 url_path=$4; shift 4", 'python3 -I "$relay" "$sock" "$port" $$')
+"""The launcher: the relay in the background, then the harness in the launcher's place."""
 
 
 @dataclass
@@ -189,7 +177,7 @@ async def run_agent(route: HarnessRoute, sandbox: Sandbox, *, prompt: str, model
     trace = ex.trace
     shells = spec.shells(list(trace.execs), dict(trace.exits)) if trace is not None else []
     note = None
-    if not shells and ex.exit_code == RELAY_FAILED and "relay did not start" in ex.stderr.text:
+    if not shells and ex.exit_code == LAUNCH_FAILED and "relay did not start" in ex.stderr.text:
         note = "the relay did not start, so the harness never reached its model"
     if trace is not None and trace.dropped:
         note = "; ".join(filter(None, [note, f"{trace.dropped} execs past the trace's cap were counted, not kept"]))

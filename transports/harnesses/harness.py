@@ -44,20 +44,32 @@ from .courier import LOG_CAP
 
 COURIER = Path(__file__).with_name("courier.py")
 
-LAUNCHER = r"""
-courier=$1 command=$2 log=$3 url_var=$4 url_path=$5; shift 5
-port=${TMPDIR:-/tmp}/qb-courier-port-$$  # the sandbox's own /tmp; per run even without bwrap
-python3 -I "$courier" "$command" "$log" "$port" </dev/null >/dev/null 2>&1 &
+LAUNCH_FAILED = 97
+"""The launcher's exit code when its helper server never wrote its port (nothing of the harness ran)."""
+
+
+def launcher(what: str, head: str, start: str) -> str:
+    """A launcher script: ``head`` names its positional parameters and shifts them away (``url_var`` and
+    ``url_path`` among them), ``start`` starts the helper server (``what``: the courier, or harness runs' relay)
+    writing its port to ``$port``; the launcher waits for the port, exports the base URL and execs the harness
+    in its own place, stdin ``/dev/null``."""
+    return f"""
+{head}
+port=${{TMPDIR:-/tmp}}/qb-{what}-port-$$  # the sandbox's own /tmp; per run even without bwrap
+{start} </dev/null >/dev/null 2>&1 &
 i=0
 while [ ! -s "$port" ]; do
-  i=$((i + 1)); [ "$i" -gt 1000 ] && { echo "quotebench: the courier did not start" >&2; exit 97; }
+  i=$((i + 1)); [ "$i" -gt 1000 ] && {{ echo "quotebench: the {what} did not start" >&2; exit {LAUNCH_FAILED}; }}
   sleep 0.01
 done
 export "$url_var=http://127.0.0.1:$(cat "$port")$url_path"
 exec "$@" </dev/null
 """
+
+
+LAUNCHER = launcher("courier", "courier=$1 command=$2 log=$3 url_var=$4 url_path=$5; shift 5",
+                    'python3 -I "$courier" "$command" "$log" "$port"')
 """The launcher: the courier in the background, then the harness in the launcher's place."""
-COURIER_FAILED = 97
 
 
 @dataclass
@@ -171,7 +183,7 @@ class HarnessRoute(Route):
         final = self.final_shell_in(ex.trace)
         info.wrapper = final.wrapper
         note = final.note
-        if final.exec is None and ex.exit_code == COURIER_FAILED and "courier did not start" in ex.stderr.text:
+        if final.exec is None and ex.exit_code == LAUNCH_FAILED and "courier did not start" in ex.stderr.text:
             note = "the courier did not start, so the harness never ran"
         if ex.trace is not None and ex.trace.dropped:
             note = "; ".join(filter(None, [note, f"{ex.trace.dropped} execs past the trace's cap were counted, not kept"]))
