@@ -25,7 +25,7 @@ from tasks.schema import Task
 from tasks.validate import CheckResult, Verdict, validate
 
 from .base import Delivery, Transport
-from .components import missing
+from .components import missing, needs_of
 from .results.record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
 from .sandbox import Limits, Sandbox, default_userland
@@ -38,7 +38,10 @@ HARNESS = "harness"
 async def deliver(transport: Transport, command: str, box: Sandbox) -> Delivery:
     """``transport.deliver``, unless a component it needs is missing (:func:`transports.components.missing`):
     then nothing runs and the delivery carries a harness error. Every execution goes through here."""
-    why = await anyio.to_thread.run_sync(missing, transport)
+    if all(c.optional or c.kind == "program" for c in needs_of(transport)):
+        why = missing(transport)  # a PATH lookup only: not worth a thread hop on every execution
+    else:
+        why = await anyio.to_thread.run_sync(missing, transport)
     if why is not None:
         return Delivery(received=None, execution=None, harness_error=why)
     return await transport.deliver(command, box)

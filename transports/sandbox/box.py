@@ -362,6 +362,7 @@ class Sandbox:
             cgroups.remove(group)
             raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
         oom = cgroups.oom_killed(group)
+        refused_after = cgroups.pid_limit_hits(self.cgroup)  # read before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
         exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
@@ -372,7 +373,7 @@ class Sandbox:
             hit = "output"
         elif oom or (group is None and _out_of_memory(err.text)):
             hit = "memory"
-        elif cgroups.pid_limit_hits(self.cgroup) > refused_forks:
+        elif refused_after > refused_forks:
             hit = "processes"
         elif self.mounted and diskcap.full(self.root):
             hit = "disk"

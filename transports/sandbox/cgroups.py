@@ -248,11 +248,19 @@ def _subtree_hits(top: Path) -> int:
     while stack:
         d = stack.pop()
         total += _counter_in(d / "pids.events", "max")
-        try:
-            stack.extend(c for c in d.iterdir() if c.is_dir())
-        except OSError:
-            pass
+        stack.extend(_subgroups(d))
     return total
+
+
+def _subgroups(d: Path) -> list[Path]:
+    """The groups directly under ``d``, from the directory's own entry types: a cgroup directory holds some
+    thirty control files, and a ``stat`` of each (``Path.is_dir``) made the refused-fork count that every
+    run takes twice cost ~0.35 ms."""
+    try:
+        with os.scandir(d) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 _hits_lock = threading.Lock()
@@ -301,10 +309,7 @@ def _remove_dir(top: Path) -> None:
     while stack:
         d = stack.pop()
         order.append(d)
-        try:
-            stack.extend(c for c in d.iterdir() if c.is_dir())
-        except OSError:
-            pass
+        stack.extend(_subgroups(d))
     for d in reversed(order):
         try:
             members = (d / "cgroup.procs").read_text().split()

@@ -82,6 +82,7 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
     notify_r, notify_w = os.pipe()
     os.set_blocking(notify_r, False)
     expired = threading.Event()
+    ended = threading.Event()  # watch() has killed everything and joined the tracer
 
     def watch() -> None:
         """The run's clock and end, on a thread of their own: a loop held by other work can neither
@@ -104,6 +105,10 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 time.sleep(max(HOLDER_POLL_S, 2 * (time.monotonic() - began)))
         tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
         on_end()
+        # joined here, not from the loop: the run is over only when nothing of it is left, and one
+        # thread hop fewer per run
+        tracer.join()
+        ended.set()
         os.write(notify_w, b"x")
 
     out, err = _Sink(output_cap, drain_cap), _Sink(output_cap, drain_cap)
@@ -126,13 +131,15 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                         _drain_now(pipe, sink)
                 timed_out = expired.is_set() or scope.cancelled_caught
             finally:  # also on a cancellation from outside: watch() can only return once all is killed
-                tracer.kill_all()
-                on_end()
+                if not ended.is_set():
+                    tracer.kill_all()
+                    on_end()
     finally:
-        tracer.kill_all()
-        on_end()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(tracer.join, limiter=_threads)
+        if not ended.is_set():  # watch() did not finish the run (it could not start): finish it here
+            tracer.kill_all()
+            on_end()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(tracer.join, limiter=_threads)
         for fd in (notify_r, notify_w):
             os.close(fd)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
