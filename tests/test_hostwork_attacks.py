@@ -149,6 +149,43 @@ async def test_a_hit_process_cap_is_recorded_as_processes() -> None:
     assert ex.limit_hit == "processes"
 
 
+@pytest.mark.needs("pids-cgroup")
+async def test_a_refused_fork_is_counted_once_while_its_run_group_is_removed() -> None:
+    """Every run counts the sandbox's refused forks before and after (the whole subtree plus the tally of removed
+    run groups). The removal of the last run's group, queued on the cleanup thread, held the count's lock through
+    its rmdir retries, so the next run's count waited on it on the event loop; now the group's count moves to
+    the tally first and the rmdir runs outside the lock. A count taken at any moment meanwhile sees the refused
+    forks once: never twice (walk and tally), never not at all. The group's last member holds 400 MiB, so it
+    takes a while to die and the rmdir retries meanwhile."""
+    import threading
+
+    from transports.sandbox import cgroups
+
+    with Sandbox.create(None, Limits(processes=20, timeout_s=20)) as box:
+        run = cgroups.child(box.cgroup)
+        assert run is not None and box.cgroup is not None
+        hold = "b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('holding', flush=True)\ntime.sleep(60)"
+        proc = subprocess.Popen(["/bin/sh", "-c", 'for g in $0; do echo 0 > "$g/tasks"; done; exec "$@"',
+                                 run.joined(), sys.executable, "-c", FORKS + hold], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().startswith("refused after")
+            assert proc.stdout.readline() == "holding\n"
+            before = cgroups.pid_limit_hits(box.cgroup)
+            remover = threading.Thread(target=cgroups.remove, args=(run,))
+            remover.start()
+            seen = set()
+            while remover.is_alive():
+                seen.add(cgroups.pid_limit_hits(box.cgroup))
+            remover.join()
+            seen.add(cgroups.pid_limit_hits(box.cgroup))
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        assert not run.exists()
+    assert before > 0 and seen == {before}, (before, seen)
+
+
 # ---------------------------------------------------------------- 3. serve
 
 

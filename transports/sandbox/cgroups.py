@@ -239,14 +239,17 @@ def pid_limit_hits(group: Group | None) -> int:
     pids = group.dirs.get("pids") if group is not None else None
     if pids is None:
         return 0
-    with _hits_lock:
+    with _hits_lock:  # held for a walk of reads only: a removal's slow rmdir is never inside it
         return _subtree_hits(pids) + _removed_hits.get(pids, 0)
 
 
 def _subtree_hits(top: Path) -> int:
+    """Every group's count under ``top``, but for groups being removed (theirs are in the tally already)."""
     total, stack = 0, [top]
     while stack:
         d = stack.pop()
+        if d in _removing:
+            continue
         total += _counter_in(d / "pids.events", "max")
         stack.extend(_subgroups(d))
     return total
@@ -265,7 +268,19 @@ def _subgroups(d: Path) -> list[Path]:
 
 _hits_lock = threading.Lock()
 _removed_hits: dict[Path, int] = {}
-"""Refused forks counted in run groups already removed, by the pids directory of their sandbox."""
+"""Refused forks counted in run groups already removed (or being removed), by the pids directory of their
+sandbox."""
+_removing: set[Path] = set()
+"""pids directories being removed: their count moved to the tally before the removal began."""
+
+
+def _tally(sandbox: Path, hits: int) -> None:
+    if hits:
+        left = _removed_hits.get(sandbox, 0) + hits
+        if left:
+            _removed_hits[sandbox] = left
+        else:
+            _removed_hits.pop(sandbox, None)
 
 
 def kill_all(group: Group | None) -> None:
@@ -290,14 +305,26 @@ def remove(group: Group | None) -> None:
     if group is None:
         return
     pids = group.dirs.get("pids")
-    with _hits_lock:  # a run group's refused forks move to its sandbox's tally as the group goes
-        hits = _subtree_hits(pids) if pids is not None else 0
+    hits = 0
+    if pids is not None:
+        # the group's refused forks move to its sandbox's tally before it goes, under the lock that the count
+        # takes; the removal itself (rmdir, which can wait on the kernel and retry) runs outside it, so a
+        # removal queued by one run never holds up the count that the next run takes on the event loop
+        with _hits_lock:
+            hits = _subtree_hits(pids)
+            _tally(pids.parent, hits)
+            _removing.add(pids)
+    try:
         for d in group.unique():
             _remove_dir(d)
+    finally:
         if pids is not None:
-            _removed_hits.pop(pids, None)
-            if hits and not pids.exists():
-                _removed_hits[pids.parent] = _removed_hits.get(pids.parent, 0) + hits
+            with _hits_lock:
+                _removing.discard(pids)
+                if pids.exists():  # it would not go: the walk counts it again, the tally gives its count back
+                    _tally(pids.parent, -hits)
+                else:
+                    _removed_hits.pop(pids, None)
     mem = group.dirs.get("memory")
     if mem is not None and not mem.exists():
         _memory_limited.discard(mem)
