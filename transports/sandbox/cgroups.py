@@ -21,9 +21,12 @@ Layout
 Refused forks
     cgroup v1 counts a fork refused at a sandbox's ``pids.max`` in the
     ``pids.events`` of the *forking task's* group, a run group, not in the
-    sandbox's (so reading the sandbox's alone said ``limit_hit: null``).
-    :func:`pid_limit_hits` counts the sandbox's whole subtree, run groups already
-    removed included (their count is kept when they go).
+    sandbox's (so reading the sandbox's alone said ``limit_hit: null``). A run's
+    record reads its own run group (:func:`refused_in_run`), so a concurrent run of
+    the same sandbox whose forks are refused never marks it. Where that count is not
+    per run (cgroup v2, or a run that could not get a group of its own),
+    :func:`pid_limit_hits` counts the sandbox's whole subtree before and after the
+    run, run groups already removed included (their count is kept when they go).
 
 Machines differ (``mechanisms()`` says what applied, and records carry it)
     * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine):
@@ -231,6 +234,17 @@ def oom_killed(group: Group | None) -> bool:
         return False
     events = mem / ("memory.events" if _State.version == "cgroup-v2" else "memory.oom_control")
     return _counter_in(events, "oom_kill") > 0
+
+
+def refused_in_run(run: Group | None) -> int | None:
+    """How many forks of this run were refused, or None where the kernel does not count them per run.
+    cgroup v1 counts a refused fork in the forking task's own group (the run group, which only this run's
+    processes can be in), so the count is this run's alone, whatever other runs of the sandbox do at the same
+    time; cgroup v2 counts it in the group whose limit was hit (the sandbox's), shared by its runs."""
+    pids = run.dirs.get("pids") if run is not None else None
+    if pids is None or _State.version != "cgroup-v1":
+        return None
+    return _counter_in(pids / "pids.events", "max")
 
 
 def pid_limit_hits(group: Group | None) -> int:
