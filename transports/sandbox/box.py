@@ -346,8 +346,7 @@ class Sandbox:
         except OSError as e:
             cgroups.remove(group)
             raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
-        per_run = cgroups.refused_in_run(group) is not None  # else the sandbox's count, before and after
-        refused_forks = 0 if per_run else cgroups.pid_limit_hits(self.cgroup)
+        refused_forks = cgroups.refused_count(group, self.cgroup)
         lim = self.limits
         try:
             outcome = await run_traced(
@@ -363,8 +362,7 @@ class Sandbox:
             cgroups.remove(group)
             raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
         oom = cgroups.oom_killed(group)
-        # read before the group's removal is queued
-        refused_after = (cgroups.refused_in_run(group) if per_run else cgroups.pid_limit_hits(self.cgroup)) or 0
+        refused_after = cgroups.refused_count(group, self.cgroup)  # before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
         exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)

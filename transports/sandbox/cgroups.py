@@ -247,6 +247,13 @@ def refused_in_run(run: Group | None) -> int | None:
     return _counter_in(pids / "pids.events", "max")
 
 
+def refused_count(run: Group | None, sandbox: Group | None) -> int:
+    """What a run compares before and after itself: its run group's own count where the kernel counts per run
+    (:func:`refused_in_run`), else the sandbox's whole subtree (:func:`pid_limit_hits`)."""
+    own = refused_in_run(run)
+    return own if own is not None else pid_limit_hits(sandbox)
+
+
 def pid_limit_hits(group: Group | None) -> int:
     """How often a fork was refused in the (sandbox) group or any group under it so far, removed run groups
     included; compare before and after a run. Never decreases while the group lives (see "Refused forks")."""
