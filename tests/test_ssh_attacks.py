@@ -182,6 +182,20 @@ async def test_exit_and_stop_do_not_end_the_master(op: str) -> None:
     assert await master_pid() == pid  # the same master: it was neither ended nor replaced
 
 
+# -- channel requests a client sends at will ------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_break_request_neither_ends_the_remote_run_nor_drops_it_from_the_record() -> None:
+    """BROKEN, fixed: OpenSSH sends a ``break`` channel request for ``~B`` after a newline (``ssh -tt``: its
+    escape character is on), asyncssh raises it from the next read of the channel's stdin, and the read
+    let it through: the remote run raised out of ``Sandbox.run``, its execution never reached the record
+    and its output was lost. sshd without a terminal ignores the request; so does the server now."""
+    record = await attack('(sleep 0.5; printf "x\\n~B\\n"; sleep 0.5; echo more) | ssh -tt qb-remote "cat"')
+    assert record.stdout.text.endswith("x\n\nmore\nrc=0\n"), record.stdout.text
+    assert "~B" in record.stdout.text  # the client did take it as its escape and sent the break
+
+
 # -- proxy mode: the one request ControlMaster=ask does not ask about ---------------------------
 
 

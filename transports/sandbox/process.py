@@ -236,7 +236,7 @@ async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:
         else:
             async for chunk in source:
                 await send(chunk)
-    except (BrokenPipeError, ConnectionResetError, OSError):
+    except Exception:  # noqa: BLE001 - a reader gone, or a source that failed: the input ends, the run goes on
         pass
     finally:
         try:

@@ -366,12 +366,20 @@ class EmbeddedServer:
             process.close()
 
 
+_NOT_INPUT = (asyncssh.BreakReceived, asyncssh.SignalReceived, asyncssh.TerminalSizeChanged)
+"""Channel requests asyncssh raises from the next read of stdin. A client sends them at will (OpenSSH: ``~B``
+after a newline, SIGWINCH to ``ssh -tt``); sshd without a terminal ignores them, and so does this server: one
+escaping the read took the remote run out of the record."""
+
+
 async def _client_stdin(process: asyncssh.SSHServerProcess[bytes]) -> AsyncIterator[bytes]:
     """The client's stdin as it arrives, as sshd hands it to the command (``ssh host cmd <<< text``)."""
     while True:
         try:
             chunk = await process.stdin.read(65536)
-        except (asyncssh.Error, OSError, BrokenPipeError):
+        except _NOT_INPUT:
+            continue
+        except Exception:  # noqa: BLE001 - the channel failed (or a request not known here): the input ends
             return
         if not chunk:
             return
