@@ -1,5 +1,6 @@
 """What a killed harness process left behind: sandbox roots, their tmpfs mounts, shim, ssh, userland and
-bwrap-copy directories, and bind-mount points, named with the pid that made them. Removed once per process,
+bwrap-copy directories, and bind-mount points, named with the pid that made them, and a launcher still
+stopped at its first line (the harness died between spawning it and seizing it). Removed once per process,
 only for pids that no longer exist and only when owned by this user (or the uid commands ran as).
 """
 
@@ -7,12 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 from pathlib import Path
 
 from tasks.safefs import remove_tree
 
 from . import diskcap, hostuid
+from .exectrace import STOP_PREFIX
 
 LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-", "qb-bwrap-")
 
@@ -40,6 +43,7 @@ def sweep_leftovers() -> None:
     if _swept:
         return
     _swept = True
+    _sweep_launchers()  # first: a stopped launcher's working directory names its harness
     entries: list[os.DirEntry[str]] = []
     # /tmp too: the ssh endpoint's directory goes there when the temp directory is too deep for a socket path
     for tmp in dict.fromkeys((os.path.realpath(tempfile.gettempdir()), "/tmp")):
@@ -76,6 +80,41 @@ def sweep_leftovers() -> None:
         path = Path(entry.path)
         discard(path, os.path.ismount(path))
     _sweep_mounts()
+
+
+_LAUNCHER = b"/bin/sh\0-c\0" + STOP_PREFIX.encode()
+"""How every launcher's command line starts (:mod:`transports.sandbox.launch`)."""
+
+
+def _sweep_launchers() -> None:
+    """Launchers a killed harness left stopped at their first line. The tracer seizes a launcher once it has
+    stopped itself; a harness killed in between leaves it stopped for ever, in no cgroup yet. One is ours when
+    it is stopped, runs as this user, its command line is a launcher's, and its working directory is in a
+    sandbox of a harness pid that no longer exists (a live harness's launchers are never touched)."""
+    try:
+        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+                continue
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read(4096).rsplit(b")", 1)[-1].split()[:1] != [b"T"]:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if not fh.read(len(_LAUNCHER)).startswith(_LAUNCHER):
+                    continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        owner = next((part[len("qb-sandbox-"):].split("-", 1)[0] for part in cwd.split("/")
+                      if part.startswith("qb-sandbox-")), None)
+        if owner is not None and _dead(owner):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _dead(pid_text: str) -> bool:
