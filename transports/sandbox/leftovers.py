@@ -99,6 +99,11 @@ def _sweep_launchers() -> None:
         try:
             if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
                 continue
+            # held from before the checks: the signal goes to the process checked, never to one given its pid later
+            handle = os.pidfd_open(int(pid))
+        except OSError:
+            continue
+        try:
             with open(f"/proc/{pid}/stat", "rb") as fh:
                 if fh.read(4096).rsplit(b")", 1)[-1].split()[:1] != [b"T"]:
                     continue
@@ -106,15 +111,14 @@ def _sweep_launchers() -> None:
                 if not fh.read(len(_LAUNCHER)).startswith(_LAUNCHER):
                     continue
             cwd = os.readlink(f"/proc/{pid}/cwd")
+            owner = next((part[len("qb-sandbox-"):].split("-", 1)[0] for part in cwd.split("/")
+                          if part.startswith("qb-sandbox-")), None)
+            if owner is not None and _dead(owner):
+                signal.pidfd_send_signal(handle, signal.SIGKILL)
         except OSError:
             continue
-        owner = next((part[len("qb-sandbox-"):].split("-", 1)[0] for part in cwd.split("/")
-                      if part.startswith("qb-sandbox-")), None)
-        if owner is not None and _dead(owner):
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
+        finally:
+            os.close(handle)
 
 
 def _dead(pid_text: str) -> bool:
