@@ -162,7 +162,9 @@ def test_a_launcher_left_stopped_by_a_killed_harness_is_ended_by_the_next_one() 
     """BROKEN, fixed: the launcher stops itself (``kill -STOP $$``) until the tracer seizes it. A harness killed
     in between (a campaign killed at the wrong millisecond: seen once in a full CI run) left it stopped for
     ever, an orphan in no cgroup, named by no leftover directory the sweep looked at. The next harness
-    process ends it: a stopped launcher whose working directory is the sandbox of a dead harness pid."""
+    process ends it: a stopped launcher that names (its cgroups, its sandbox) a dead harness pid, also once an
+    earlier sweep detached the dead harness's sandbox mount (then its working directory reads ``/work``: the
+    first fix looked only there, and a real orphan of a CI run stayed)."""
     done = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=60)
     pid_text, workdir = done.stdout.split()
     pid = int(pid_text)
@@ -174,6 +176,10 @@ def test_a_launcher_left_stopped_by_a_killed_harness_is_ended_by_the_next_one() 
             return None
     try:
         assert state() == "T"  # the orphan, stopped
+        root = Path(workdir).parent
+        if os.path.ismount(root):  # as an earlier sweep of the dead harness's mounts leaves it: its cwd reads /work
+            subprocess.run(["umount", "-l", str(root)], check=True)
+            assert os.readlink(f"/proc/{pid}/cwd") == "/work"
         subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
                        check=True, timeout=60, capture_output=True)
         for _ in range(100):

@@ -89,8 +89,8 @@ _LAUNCHER = b"/bin/sh\0-c\0" + STOP_PREFIX.encode()
 def _sweep_launchers() -> None:
     """Launchers a killed harness left stopped at their first line. The tracer seizes a launcher once it has
     stopped itself; a harness killed in between leaves it stopped for ever, in no cgroup yet. One is ours when
-    it is stopped, runs as this user, its command line is a launcher's, and its working directory is in a
-    sandbox of a harness pid that no longer exists (a live harness's launchers are never touched)."""
+    it is stopped, runs as this user, its command line is a launcher's, and the harness it names (its cgroups,
+    its sandbox) is a pid that no longer exists (a live harness's launchers are never touched)."""
     try:
         pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
@@ -108,17 +108,31 @@ def _sweep_launchers() -> None:
                 if fh.read(4096).rsplit(b")", 1)[-1].split()[:1] != [b"T"]:
                     continue
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if not fh.read(len(_LAUNCHER)).startswith(_LAUNCHER):
-                    continue
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            owner = next((part[len("qb-sandbox-"):].split("-", 1)[0] for part in cwd.split("/")
-                          if part.startswith("qb-sandbox-")), None)
+                argv = fh.read(1 << 16)
+            if not argv.startswith(_LAUNCHER):
+                continue
+            owner = _harness_of(argv.decode("utf-8", "surrogateescape"), os.readlink(f"/proc/{pid}/cwd"))
             if owner is not None and _dead(owner):
                 signal.pidfd_send_signal(handle, signal.SIGKILL)
         except OSError:
             continue
         finally:
             os.close(handle)
+
+
+_OWNER = re.compile(r"/(?:quotebench|qb-sandbox)-([0-9]+)(?:[-/]|$)")
+
+
+def _harness_of(argv: str, cwd: str) -> str | None:
+    """The harness pid a launcher belongs to, from what the harness wrote into it, never from the command: its
+    cgroup directories (its ``$0``), bwrap's bind of the sandbox root to ``/sandbox``, or its working directory
+    (which reads ``/work`` once an earlier sweep detached the root)."""
+    words = argv.split("\0")
+    places = words[3:4] + [src for src, dst in zip(words, words[1:]) if dst == "/sandbox"] + [cwd]
+    for text in places:
+        if (m := _OWNER.search(text)) is not None:
+            return m.group(1)
+    return None
 
 
 def _dead(pid_text: str) -> bool:
