@@ -15,23 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from qb_client.cli import main
 from qb_client.doctor import report
 from transports import components, needs
 from transports.harnesses import HARNESSES
 from transports.paths import PATHS
 from transports.registry import LISTED
+from probes import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    """``quotebench ARGS`` in this process: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["quotebench", *args])
-    with pytest.raises(SystemExit) as ended:
-        main()
-    got = capsys.readouterr()
-    return int(ended.value.code or 0), got.out, got.err
 
 
 def all_but(tmp_path: Path, missing: str) -> Path:

@@ -18,22 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from qb_client.cli import main
 from qb_client.harbor import bridge
 from qb_client.harbor.export import VALIDATOR_MODULES, dir_name
 from tasks.load import get_task, suite
 from tasks.validate import validate
+from probes import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    """``quotebench ARGS`` in this process: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["quotebench", *args])
-    with pytest.raises(SystemExit) as ended:
-        main()
-    got = capsys.readouterr()
-    return int(ended.value.code or 0), got.out, got.err
 
 
 @pytest.fixture(scope="module")

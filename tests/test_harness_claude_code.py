@@ -14,9 +14,10 @@ from tasks.load import get_task
 from transports.execute import execute
 from transports.harnesses.claude_code import VERSION, eval_shell
 from transports.harnesses.dequote import DequoteError, dequote, word_after
-from transports.sandbox import Limits, Sandbox
+from transports.sandbox import Limits
 from transports.sandbox.trace import Exec
 from harness_corpus import crashed
+from probes import network_asked
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=30)
@@ -35,14 +36,7 @@ def rec(transport: str, command: str, limits: Limits = LIMITS):
 
 @HARNESS
 def test_the_control_solution_passes_offline_with_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
-    real = Sandbox.run
-
-    async def spy(self, argv, **kw):  # type: ignore[no-untyped-def]
-        seen.append(bool(kw.get("network", False)))
-        return await real(self, argv, **kw)
-
-    monkeypatch.setattr(Sandbox, "run", spy)
+    seen = network_asked(monkeypatch)
     r = rec("claude-code", TASK.solution)
     assert seen == [False]  # the harness ran in its own network namespace: loopback only
     assert r.verdict.passed and r.received == TASK.solution and not r.damaged and r.error is None, r

@@ -15,8 +15,9 @@ from tasks.load import get_task
 from transports.capture import program_identity
 from transports.execute import execute
 from transports.harnesses.codex import VERSION, login_shell
-from transports.sandbox import Limits, Sandbox
+from transports.sandbox import Limits
 from transports.sandbox.trace import Exec
+from probes import network_asked
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=30)
@@ -29,14 +30,7 @@ def rec(transport: str, command: str, limits: Limits = LIMITS):
 
 @HARNESS
 def test_the_control_solution_passes_offline_with_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
-    real = Sandbox.run
-
-    async def spy(self, argv, **kw):  # type: ignore[no-untyped-def]
-        seen.append(bool(kw.get("network", False)))
-        return await real(self, argv, **kw)
-
-    monkeypatch.setattr(Sandbox, "run", spy)
+    seen = network_asked(monkeypatch)
     r = rec("codex", TASK.solution)
     assert seen == [False]  # the harness ran in its own network namespace: loopback only
     assert r.verdict.passed and r.received == TASK.solution and not r.damaged and r.error is None, r

@@ -33,8 +33,9 @@ from transports.harnesses.gemini_cli import (
     wrapper_shell,
 )
 from transports.harnesses.harness import COURIER
-from transports.sandbox import Limits, Sandbox
+from transports.sandbox import Limits
 from transports.sandbox.trace import Exec
+from probes import network_asked
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=90)
@@ -55,14 +56,7 @@ def frame(body: str, temp: str = "/tmp/gemini-shell-Ab12Cd/bgpids.tmp") -> str:
 
 @HARNESS
 def test_the_control_solution_passes_offline_with_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
-    real = Sandbox.run
-
-    async def spy(self, argv, **kw):  # type: ignore[no-untyped-def]
-        seen.append(bool(kw.get("network", False)))
-        return await real(self, argv, **kw)
-
-    monkeypatch.setattr(Sandbox, "run", spy)
+    seen = network_asked(monkeypatch)
     r = rec("gemini-cli", TASK.solution)
     assert seen == [False]  # the harness ran in its own network namespace: loopback only
     assert r.verdict.passed and r.received == TASK.solution and not r.damaged and r.error is None, r

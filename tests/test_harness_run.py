@@ -22,18 +22,11 @@ from qb_client.cli import main
 from tasks.load import get_task
 from transports.harnesses.claude_code import VERSION
 from transports.results.record import ConfigInfo
-from transports.sandbox import Sandbox
+from probes import cli, network_asked
 
 HARNESS = pytest.mark.needs("bwrap", "python3", "claude-code")
 TASKS = "file-write/control,heredoc/control"
 
-
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["quotebench", *args])
-    with pytest.raises(SystemExit) as ended:
-        main()
-    got = capsys.readouterr()
-    return int(ended.value.code or 0), got.out, got.err
 
 
 def lines(path: Path) -> list[dict]:
@@ -153,14 +146,7 @@ def test_a_command_cannot_forge_its_steps(tmp_path: Path, monkeypatch: pytest.Mo
     plan = HarnessPlan("claude-code", [task], wall_s=60)
     campaign = HarnessCampaign(plan, ConfigInfo(provider="courier", model="hostile"), "courier", tmp_path,
                                lambda t, d, k: ScriptUpstream(script))
-    seen: list[bool] = []
-    real = Sandbox.run
-
-    async def spy(self, argv, **kw):  # type: ignore[no-untyped-def]
-        seen.append(bool(kw.get("network", False)))
-        return await real(self, argv, **kw)
-
-    monkeypatch.setattr(Sandbox, "run", spy)
+    seen = network_asked(monkeypatch)
     (r,) = anyio.run(campaign.run).records
     assert seen == [False]  # the harness ran in its own network namespace: the socket is its only way out
     assert [(s.command, s.received) for s in r.steps or []] == [(hostile, hostile), (task.solution, task.solution)]
