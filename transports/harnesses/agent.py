@@ -100,47 +100,42 @@ def exit_code(status: int | None) -> int | None:
     return 128 - code if code < 0 else code
 
 
-def eval_shells(execs: list[Exec], exits: dict[int, int]) -> list[Shell]:
-    """Every bash the harness itself started whose ``-c`` program is Claude Code's ``eval`` wrapper, in order
-    (the same test as :func:`transports.harnesses.claude_code.eval_shell`, which takes the first)."""
+def _shells(execs: list[Exec], exits: dict[int, int], program: str, wanted: Callable[[str], bool],
+            read: Callable[[str], str]) -> list[Shell]:
+    """Every shell of ``program``'s file that the harness itself started whose ``-c`` program is ``wanted``, in
+    order, with what ``read`` takes from that program as received (a ``DequoteError`` becomes the shell's note)."""
     if not execs:
         return []
-    harness, bash = execs[0].pid, program_identity("bash")
+    harness, identity = execs[0].pid, program_identity(program)
     found: list[Shell] = []
     for e in execs:
-        if e.parent != harness or e.exe is None or e.exe != bash:
+        if e.parent != harness or e.exe is None or e.exe != identity:
             continue
         text = received_from(list(e.argv))
-        if text is None or eval_marker(text) is None:
+        if text is None or not wanted(text):
             continue
         received, note = None, None
         if not e.argv_complete:
             note = "the final shell's argv could not be read whole"
         else:
             try:
-                received = dequote(word_after(text, eval_marker(text) or MARKER))
+                received = read(text)
             except DequoteError as err:
                 note = str(err)
         found.append(Shell(e.seq, text, received, exit_code(exits.get(e.pid)), note))
     return found
 
 
+def eval_shells(execs: list[Exec], exits: dict[int, int]) -> list[Shell]:
+    """Every bash the harness itself started whose ``-c`` program is Claude Code's ``eval`` wrapper, in order
+    (the same test as :func:`transports.harnesses.claude_code.eval_shell`, which takes the first)."""
+    return _shells(execs, exits, "bash", lambda text: eval_marker(text) is not None,
+                   lambda text: dequote(word_after(text, eval_marker(text) or MARKER)))
+
+
 def sh_shells(execs: list[Exec], exits: dict[int, int]) -> list[Shell]:
-    """Every ``/bin/sh -c`` (dash's file) the harness itself started, in order."""
-    if not execs:
-        return []
-    harness, dash = execs[0].pid, program_identity("sh")
-    found: list[Shell] = []
-    for e in execs:
-        if e.parent != harness or e.exe is None or e.exe != dash:
-            continue
-        text = received_from(list(e.argv))
-        if text is None:
-            continue
-        ok = e.argv_complete
-        found.append(Shell(e.seq, text, text if ok else None, exit_code(exits.get(e.pid)),
-                           None if ok else "the final shell's argv could not be read whole"))
-    return found
+    """Every ``/bin/sh -c`` (dash's file) the harness itself started, in order: it received its ``-c`` program."""
+    return _shells(execs, exits, "sh", lambda text: True, lambda text: text)
 
 
 SPECS: dict[str, AgentSpec] = {
