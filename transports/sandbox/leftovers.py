@@ -43,7 +43,7 @@ def sweep_leftovers() -> None:
     if _swept:
         return
     _swept = True
-    _sweep_launchers()  # first: a stopped launcher's working directory names its harness
+    _sweep_launchers()  # first: once the sandbox mounts below are detached, a launcher's working directory reads /work
     entries: list[os.DirEntry[str]] = []
     # /tmp too: the ssh endpoint's directory goes there when the temp directory is too deep for a socket path
     for tmp in dict.fromkeys((os.path.realpath(tempfile.gettempdir()), "/tmp")):
