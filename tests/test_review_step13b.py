@@ -1,6 +1,7 @@
 """A hostile review of step 13b: bash's tmux record copied by the tracer as the hooks write it
 (transports/sandbox/shellcopy.py, transports/paths/tmux.py), and the launcher's cgroup self-migration and
-self-stopping bwrap wrapper (transports/sandbox/launch.py). Each test asserts the SAFE outcome; an attack
+what runs between bwrap and the command (transports/sandbox/launch.py: a self-stopping wrapper then, bwrap's
+own init since). Each test asserts the SAFE outcome; an attack
 that works is marked ``xfail(strict=True)`` with the reason, so the day it is fixed the test says so.
 
 Results at review time: BROKEN, a single line whose readline editing (``ESC C-e``, shell-expand-line) runs
@@ -248,7 +249,7 @@ def test_a_copied_fork_writing_forever_is_bounded_by_the_time_limit() -> None:
     assert record.damaged and time.monotonic() - start < 3 + 4
 
 
-# -- 2. the launcher and the wrapper --------------------------------------------------------------------
+# -- 2. the launcher and bwrap's init --------------------------------------------------------------------
 
 UNTRACED = r"""python3 - <<'PY'
 import ctypes, os, time
@@ -271,19 +272,25 @@ def test_an_untraced_clone_does_not_outlive_the_run() -> None:
 
 
 @pytest.mark.needs("bwrap")
-def test_resuming_the_stopped_wrapper_keeps_the_command_s_status() -> None:
-    """HOLDS: a job SIGCONTs the wrapper (its first program's parent): the wrapper exits, the pid namespace
-    ends and the job with it; the status recorded is the first program's, nothing runs on."""
-    ex, wall, moved = traced("w=$PPID; (sleep 0.3; kill -CONT $w; sleep 2; echo late; echo x > alive) & "
-                             "echo first; exit 3")
-    assert ex.exit_code == 3 and not ex.timed_out and ex.stdout.text == "first\n" and not moved and wall < 3
+def test_the_command_cannot_stop_or_kill_its_parent_init() -> None:
+    """HOLDS: the command's parent is bwrap's init (pid 1 of the run's namespace; it replaced a stoppable
+    ``sh`` wrapper): SIGSTOP, SIGKILL, SIGTERM, SIGINT and SIGHUP sent to it from inside are dropped by the
+    kernel, the command goes on, its own status is recorded, and its background job still has a namespace
+    to finish in."""
+    ex, wall, moved = traced("p=$PPID; echo $p; for s in STOP KILL TERM INT HUP; do kill -$s $p; done; "
+                             "sleep 0.2; (sleep 0.3; echo late) & echo first; exit 3")
+    assert ex.exit_code == 3 and not ex.timed_out and ex.stdout.text == "1\nfirst\nlate\n" and not moved
+    assert wall < 3
 
 
 @pytest.mark.needs("bwrap")
-def test_killing_the_wrapper_is_recorded_as_a_kill() -> None:
-    """HOLDS: SIGKILL to the wrapper while the command runs ends the namespace: 137, not a clean exit."""
-    ex, _, _ = traced("w=$PPID; echo before; kill -9 $w; sleep 0.5; echo after; exit 0")
-    assert ex.exit_code == 137 and ex.stdout.text == "before\n" and not ex.timed_out
+def test_a_job_that_signals_init_after_the_first_program_neither_ends_the_run_nor_changes_its_status() -> None:
+    """HOLDS: once the first program has exited, a job holding the output kills and stops pid 1 (as it could
+    the old wrapper, whose exit ended the namespace): dropped; the job finishes, the status is the first
+    program's."""
+    ex, wall, moved = traced("(sleep 0.2; kill -9 1; kill -STOP 1; sleep 0.3; echo late) & echo first; exit 3")
+    assert ex.exit_code == 3 and not ex.timed_out and ex.stdout.text == "first\nlate\n" and not moved
+    assert wall < 3
 
 
 @pytest.mark.needs("root")
@@ -314,9 +321,9 @@ def test_a_thread_s_exec_leaves_no_stale_pid_for_the_end_of_run_kill() -> None:
     import os
     import subprocess
 
-    from transports.sandbox.exectrace import STOP_PREFIX, Tracer
+    from transports.sandbox.exectrace import GATE_PREFIX, Tracer
 
-    tracer = Tracer(["/bin/sh", "-c", STOP_PREFIX + 'exec python3 -c "$0"', THREAD_EXEC], env=dict(os.environ),
+    tracer = Tracer(["/bin/sh", "-c", GATE_PREFIX + 'exec python3 -c "$0"', THREAD_EXEC], env=dict(os.environ),
                     cwd="/tmp", stdin=False)
     tracer.start()
     assert tracer.main_exited.wait(10)

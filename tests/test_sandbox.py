@@ -266,7 +266,7 @@ def test_a_background_job_holding_the_output_runs_to_its_end(isolation: str, req
 
 @pytest.mark.parametrize("signal_name, code", [("TERM", 143), ("KILL", 137)])
 def test_a_command_killed_by_a_signal_leaves_stderr_as_bash_c_alone_would(signal_name: str, code: int) -> None:
-    """The wrapper that keeps bwrap's pid namespace must not report the death ("Terminated") itself."""
+    """Nothing between bwrap and the command reports its death ("Terminated"), which bash -c R alone never prints."""
     ex, _, _ = run(f"echo before; kill -{signal_name} $$")
     assert ex.exit_code == code and ex.stdout.text == "before\n" and ex.stderr.text == ""
 

@@ -102,7 +102,7 @@ async def _alongside(url: str, hostile: Callable[[Client], Awaitable[Any]]) -> t
         async with anyio.create_task_group() as tg:
             tg.start_soon(innocent.run, stop)
             tg.start_soon(attack)
-    assert innocent.wrong == [], innocent.wrong
+    assert innocent.wrong == [], (innocent.wrong, innocent.answers)
     assert len(innocent.answers) >= 3
     return result[0], innocent
 

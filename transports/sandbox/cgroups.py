@@ -247,9 +247,13 @@ def refused_in_run(run: Group | None) -> int | None:
     return _counter_in(pids / "pids.events", "max")
 
 
-def refused_count(run: Group | None, sandbox: Group | None) -> int:
+def refused_count(run: Group | None, sandbox: Group | None, *, fresh: bool = False) -> int:
     """What a run compares before and after itself: its run group's own count where the kernel counts per run
-    (:func:`refused_in_run`), else the sandbox's whole subtree (:func:`pid_limit_hits`)."""
+    (:func:`refused_in_run`), else the sandbox's whole subtree (:func:`pid_limit_hits`). ``fresh``: the run
+    group was made for this run and nothing has joined it yet, so where the kernel counts per run the count
+    is 0 without a read (0.2 ms a run)."""
+    if fresh and run is not None and "pids" in run.dirs and _State.version == "cgroup-v1":
+        return 0
     own = refused_in_run(run)
     return own if own is not None else pid_limit_hits(sandbox)
 

@@ -28,8 +28,15 @@ Threads
     traces it and waits with ``__WALL | __WNOTHREAD``: it sees only its own child
     and its own tracees, never the event loop's other children, and nothing else
     in the process can steal its events (no other thread waits on its pids). The
-    launcher stops itself (``kill -STOP $$``) before it executes anything of the
-    run, so the trace starts before the first exec.
+    launcher's first line waits for one line on its stdin (:data:`GATE_PREFIX`), which
+    the thread writes only once it has seized the launcher, so the trace starts before
+    the launcher executes anything, with no stop at all under bwrap (where the launcher
+    itself is never stopped at: its execs of setpriv and bwrap are not the command's) and
+    one interrupt without it (see :data:`SEIZE_OPTIONS`); a launcher that stopped itself
+    cost a stop, a wait and a ``SIGCONT`` stop more, and two exec stops. A harness that
+    dies before it wrote that line closes the pipe, and the launcher's ``read`` ends it
+    (exit 125, nothing of the run started); one that dies after the seize takes the
+    launcher with it (``PTRACE_O_EXITKILL``). Nothing can be left waiting, untraced.
 
 Killing
     The tracer knows every live process of the run (each is a tracee from its
@@ -45,7 +52,7 @@ Bounds
 
 Why one module (over 400 lines)
     The spawn, the wait loop and the event handlers share one state machine per run (which pids are
-    alive, which is the command's first program, which is the wrapper, what is being killed); split,
+    alive, which is the command's first program, what is being killed); split,
     each part would reach into the others' state. The data it fills (:mod:`transports.sandbox.trace`)
     and the one shell's system-call copy (:mod:`transports.sandbox.shellcopy`) are apart.
 
@@ -70,7 +77,7 @@ from dataclasses import replace
 from .shellcopy import ShellCopy
 from .trace import Exec, Identity, Trace, identity
 
-__all__ = ["STOP_PREFIX", "Exec", "Identity", "Trace", "TraceError", "Tracer", "identity"]
+__all__ = ["GATE_PREFIX", "Exec", "Identity", "Trace", "TraceError", "Tracer", "identity"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.ptrace.restype = ctypes.c_long
@@ -81,7 +88,15 @@ PTRACE_GETEVENTMSG = 0x4201
 PTRACE_SEIZE = 0x4206
 PTRACE_LISTEN = 0x4208
 PTRACE_SYSCALL = 24
-OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x100000  # TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL
+PTRACE_SETOPTIONS = 0x4200
+PTRACE_INTERRUPT = 0x4207
+TRACEEXEC = 0x10
+OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | TRACEEXEC | 0x100000  # TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, EXITKILL
+SEIZE_OPTIONS = OPTIONS & ~TRACEEXEC
+"""What the launcher is seized with. Its own exec may still be under way when the tracer seizes it (a vfork
+parent wakes before the exec is reported), and an exec event reported then would count as one of the
+launcher's stages; with exec events off at the seize, none is. They are turned on at a stop: an auto-attached
+child's first stop, or one interrupt of the launcher where it executes the command itself (no bwrap)."""
 SYSCALL_STOP = signal.SIGTRAP | 0x80
 EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_STOP = 1, 2, 3, 4, 128
 WALL = 0x40000000
@@ -94,8 +109,13 @@ MAX_ARGV = 2 << 20       # more than the kernel passes to one exec (its stack li
 SHORT_ARGV = 4096
 MAX_ENV = 1 << 20
 MAX_KEPT = 16 << 20      # all watched command lines and environments of one run together: past it, SHORT_ARGV and no env
-STOP_PREFIX = "kill -STOP $$; "
-"""What the launcher's first shell runs before anything else, so the tracer can seize it at rest."""
+GATE_PREFIX = "read qb_gate || exit 125; case $qb_gate in -) exec </dev/null;; esac; "
+"""What the launcher's first shell runs before anything else: it waits for the tracer's line on stdin
+(:data:`GATE_INPUT` when the run's input follows on that pipe, :data:`GATE_NO_INPUT` when the run's stdin is
+``/dev/null``), and exits 125, having run nothing, when the pipe closes first. ``read`` takes its input one
+byte at a time from a pipe, so input that follows the line is left for the command, whole."""
+GATE_INPUT = b"\n"
+GATE_NO_INPUT = b"-\n"
 
 class TraceError(RuntimeError):
     """Exec tracing is not possible on this machine; the message is one line."""
@@ -145,10 +165,9 @@ def _split(data: bytes) -> tuple[bytes, ...]:
 class Tracer:
     """Spawns one launcher argv in its own thread and traces its process tree.
 
-    ``wrapped``: the launcher's last program (inside bwrap) runs the command as a child and then stays,
-    with its output closed, so that bwrap's pid namespace lives on while background jobs still hold the
-    output; the command's first program is then its first child, and the run's exit status is that
-    program's, as the kernel reported it. The wrapper's own later programs are not recorded.
+    The command's first program is the first exec traced past the launcher's own (``inner``,
+    ``launcher_execs``); the run's exit status is that program's, as the kernel reported it, whatever
+    its parent (bwrap's init, which outlives it while background jobs run) does later.
 
     ``input_of``: a test on an exec; the first program it accepts (an interactive shell whose input is
     a terminal) is also stopped at its system calls, and every byte it ``read(2)``s from fd 0 is kept
@@ -157,9 +176,11 @@ class Tracer:
     ``trace.shell_log`` (:mod:`transports.sandbox.shellcopy`).
 
     ``watch``: the program files (identities) whose command line is read whole and whose
-    environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``launcher_execs``:
-    how many execs at the start belong to the launcher (the limits shell's own exec is
-    before the trace; setpriv, bwrap): they are left out of :attr:`trace`.
+    environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``inner``: the command's
+    first program starts in a child of the launcher (bwrap's pid 2), so the launcher's own execs
+    (setpriv, bwrap) are never stopped at, and the first exec traced is the command's.
+    Otherwise ``launcher_execs``: how many execs of the launcher's own pid, after its gate,
+    belong to the launcher (setpriv): they are left out of :attr:`trace`.
 
     Lifecycle: :meth:`start` (blocking until the child exists and is seized, or raising
     ``OSError``/``TraceError``), then the caller reads the pipes, awaits :attr:`main_exited`
@@ -167,15 +188,13 @@ class Tracer:
     process is gone. ``status`` is the launcher's wait status."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
-                 watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0,
-                 input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None,
-                 wrapped: bool = False) -> None:
+                 watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0, inner: bool = False,
+                 input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
-        self.skip = launcher_execs
+        self.inner = inner
+        self.skip = 0 if inner else launcher_execs
         self.input_of = input_of
-        self.wrapped = wrapped
-        self._wrapper: int | None = None  # the launcher's last program, when it wraps the command (see below)
         self._root: int | None = None     # the command's first program: its exit ends the run's main part
         self._holder: int | None = None   # the last process found holding the run's output
         self.trace = Trace()
@@ -184,6 +203,8 @@ class Tracer:
         self.main_exited = threading.Event()
         self.proc: subprocess.Popen[bytes] | None = None
         self._alive: set[int] = set()
+        self._unforked: set[int] = set()    # alive, seen at a stop before their parent's fork event was read
+        self._gone_early: set[int] = set()  # exited before their parent's fork event was read (at a stop or not)
         self._lock = threading.Lock()
         self._killing = False
         self._seq = 0
@@ -293,26 +314,56 @@ class Tracer:
     def _spawn(self) -> None:
         proc = subprocess.Popen(
             self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
-            stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.proc = proc
         pid = proc.pid
-        _, status = os.waitpid(pid, os.WUNTRACED | WNOTHREAD)
-        if not os.WIFSTOPPED(status):  # the launcher died before its first line: nothing of the run started
-            self._finish_main(status)
-            return
+        assert proc.stdin is not None
         try:
-            _ptrace(PTRACE_SEIZE, pid, OPTIONS)
+            _ptrace(PTRACE_SEIZE, pid, SEIZE_OPTIONS)
         except OSError as e:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, WNOTHREAD)
-            proc.returncode = -9
+            _kill(pid)
+            _, status = os.waitpid(pid, WNOTHREAD)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.stdin.close()
+            if e.errno == errno.ESRCH:  # the launcher died before its first line: nothing of the run started
+                self._finish_main(status)
+                return
             raise TraceError(f"exec tracing is not permitted here (ptrace: {e.strerror}); received cannot be "
                              "taken from the kernel") from None
         with self._lock:
             self._alive.add(pid)
-        os.kill(pid, signal.SIGCONT)
+        ended = None if self.inner else self._trace_execs_of(pid)
+        if ended is not None:  # killed from outside before its gate: nothing of the run started
+            with self._lock:
+                self._alive.discard(pid)
+            proc.returncode = os.waitstatus_to_exitcode(ended)
+            proc.stdin.close()
+            self._finish_main(ended)
+            return
+        try:  # one line into an empty pipe: never blocks
+            os.write(proc.stdin.fileno(), GATE_INPUT if self.stdin else GATE_NO_INPUT)
+        except OSError:  # the launcher is gone already: its exit is reported to the loop
+            pass
+        if not self.stdin:
+            proc.stdin.close()
+            proc.stdin = None
+
+    def _trace_execs_of(self, pid: int) -> int | None:
+        """Turn exec events on for the seized launcher, which executes the command itself: interrupted (it is
+        at most waiting at its gate: no exec of it can come before), given every option, resumed. Returns
+        its wait status if it ended instead (killed from outside)."""
+        _request(PTRACE_INTERRUPT, pid)
+        while True:
+            _, status = os.waitpid(pid, WALL | WNOTHREAD)
+            if not os.WIFSTOPPED(status):
+                return status
+            if status >> 16 == EVENT_STOP:
+                break
+            _request(PTRACE_CONT, pid, os.WSTOPSIG(status))  # a signal on its way: deliver it, wait for the stop
+        _request(PTRACE_SETOPTIONS, pid, OPTIONS)
+        _request(PTRACE_CONT, pid)
+        return None
 
     def _finish_main(self, status: int) -> None:
         """The command's first program (or, if it never started, the launcher) has exited."""
@@ -329,7 +380,11 @@ class Tracer:
                 return
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 with self._lock:
+                    known = pid in self._alive
                     self._alive.discard(pid)
+                    if (pid in self._unforked or not known) and pid != main:
+                        self._gone_early.add(pid)  # its parent's fork event is still to come: it must not revive it
+                    self._unforked.discard(pid)
                 if len(self.trace.exits) < 64 * MAX_EXECS:  # threads exit too; bounded; a reused pid keeps its last status
                     self.trace.exits[pid] = status
                 self.copy.exited(pid, status)
@@ -352,15 +407,26 @@ class Tracer:
                 self.trace.forks[child] = (pid, self._seq)
                 with self._lock:
                     early = child in self._alive  # it stopped before this event: the copy asked the kernel then
-                    self._alive.add(child)
-                    if self._killing:
-                        _kill(child)
+                    self._unforked.discard(child)
+                    if child in self._gone_early:
+                        # it stopped, ran and exited before this event was read (waitpid reports tracees in no
+                        # order of time): adding it would leave a dead pid in the kill list, which the end of the
+                        # run would SIGKILL once the kernel has given that number to another process
+                        self._gone_early.discard(child)
+                    else:
+                        self._alive.add(child)
+                        if self._killing:
+                            _kill(child)
                 self.copy.forked(pid, child, early)
         elif event == EVENT_EXEC:
             self._exec(pid)
         elif event == EVENT_STOP:
+            if self.inner and self.proc is not None and pid != self.proc.pid:
+                # an auto-attached child's first stop (or any later one): exec events on before it runs on; the
+                # launcher alone keeps SEIZE_OPTIONS
+                _request(PTRACE_SETOPTIONS, pid, OPTIONS)
             if sig in STOP_SIGNALS:  # a group stop: stay stopped until SIGCONT, as without a tracer
-                _resume(PTRACE_LISTEN, pid)
+                _request(PTRACE_LISTEN, pid)
                 return
         elif event == 0 and sig == SYSCALL_STOP:
             self.copy.syscall(pid)
@@ -370,11 +436,12 @@ class Tracer:
             new = pid not in self._alive  # a new child can report before its parent's fork event
             if new:
                 self._alive.add(pid)
+                self._unforked.add(pid)
             if self._killing:
                 _kill(pid)
         if new:
             self.copy.early(pid)
-        _resume(PTRACE_SYSCALL if self.copy.stops(pid) else PTRACE_CONT, pid, inject)
+        _request(PTRACE_SYSCALL if self.copy.stops(pid) else PTRACE_CONT, pid, inject)
 
     def _exec(self, pid: int) -> None:
         self._seq += 1
@@ -388,11 +455,7 @@ class Tracer:
         self.copy.execed(pid)  # whatever pid was (the shell, one of its forks), it is another program now
         if self.skip > 0:
             self.skip -= 1
-            if self.skip == 0 and self.wrapped:
-                self._wrapper = pid
             return
-        if pid == self._wrapper:
-            return  # the wrapper waiting on, once the command's first program is gone
         if self._root is None:
             self._root = pid
         # past the cap only the first program's own pid is followed (an exec in place there is the
@@ -430,9 +493,10 @@ class Tracer:
             self.copy.adopt(pid, record)
 
 
-def _resume(request: int, pid: int, sig: int = 0) -> None:
+def _request(request: int, pid: int, data: int = 0) -> None:
+    """A ptrace request on a tracee that may be gone meanwhile (killed): then there is nothing to do."""
     try:
-        _ptrace(request, pid, sig)
+        _ptrace(request, pid, data)
     except OSError as e:
         if e.errno != errno.ESRCH:  # gone meanwhile (killed): nothing to resume
             raise

@@ -1,21 +1,20 @@
 """What a killed harness process left behind: sandbox roots, their tmpfs mounts, shim, ssh, userland and
-bwrap-copy directories, and bind-mount points, named with the pid that made them, and a launcher still
-stopped at its first line (the harness died between spawning it and seizing it). Removed once per process,
-only for pids that no longer exist and only when owned by this user (or the uid commands ran as).
+bwrap-copy directories, and bind-mount points, named with the pid that made them. Removed once per process,
+only for pids that no longer exist and only when owned by this user (or the uid commands ran as). (A launcher
+needs no sweep: one the harness had not yet seized ends itself when the harness's end of its stdin closes,
+see :data:`transports.sandbox.exectrace.GATE_PREFIX`.)
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
 import tempfile
 from pathlib import Path
 
 from tasks.safefs import remove_tree
 
 from . import diskcap, hostuid
-from .exectrace import STOP_PREFIX
 
 LEFTOVER_PREFIXES = ("qb-sandbox-", "qb-shim-", "qb-ssh-", "qb-userland-", "qb-fixture-cache-", "qb-bwrap-")
 
@@ -43,7 +42,6 @@ def sweep_leftovers() -> None:
     if _swept:
         return
     _swept = True
-    _sweep_launchers()  # first: once the sandbox mounts below are detached, a launcher's working directory reads /work
     entries: list[os.DirEntry[str]] = []
     # /tmp too: the ssh endpoint's directory goes there when the temp directory is too deep for a socket path
     for tmp in dict.fromkeys((os.path.realpath(tempfile.gettempdir()), "/tmp")):
@@ -80,59 +78,6 @@ def sweep_leftovers() -> None:
         path = Path(entry.path)
         discard(path, os.path.ismount(path))
     _sweep_mounts()
-
-
-_LAUNCHER = b"/bin/sh\0-c\0" + STOP_PREFIX.encode()
-"""How every launcher's command line starts (:mod:`transports.sandbox.launch`)."""
-
-
-def _sweep_launchers() -> None:
-    """Launchers a killed harness left stopped at their first line. The tracer seizes a launcher once it has
-    stopped itself; a harness killed in between leaves it stopped for ever, in no cgroup yet. One is ours when
-    it is stopped, runs as this user, its command line is a launcher's, and the harness it names (its cgroups,
-    its sandbox) is a pid that no longer exists (a live harness's launchers are never touched)."""
-    try:
-        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return
-    for pid in pids:
-        try:
-            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
-                continue
-            # held from before the checks: the signal goes to the process checked, never to one given its pid later
-            handle = os.pidfd_open(int(pid))
-        except OSError:
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                if fh.read(4096).rsplit(b")", 1)[-1].split()[:1] != [b"T"]:
-                    continue
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read(1 << 16)
-            if not argv.startswith(_LAUNCHER):
-                continue
-            owner = _harness_of(argv.decode("utf-8", "surrogateescape"), os.readlink(f"/proc/{pid}/cwd"))
-            if owner is not None and _dead(owner):
-                signal.pidfd_send_signal(handle, signal.SIGKILL)
-        except OSError:
-            continue
-        finally:
-            os.close(handle)
-
-
-_OWNER = re.compile(r"/(?:quotebench|qb-sandbox)-([0-9]+)(?:[-/]|$)")
-
-
-def _harness_of(argv: str, cwd: str) -> str | None:
-    """The harness pid a launcher belongs to, from what the harness wrote into it, never from the command: its
-    cgroup directories (its ``$0``), bwrap's bind of the sandbox root to ``/sandbox``, or its working directory
-    (which reads ``/work`` once an earlier sweep detached the root)."""
-    words = argv.split("\0")
-    places = words[3:4] + [src for src, dst in zip(words, words[1:]) if dst == "/sandbox"] + [cwd]
-    for text in places:
-        if (m := _OWNER.search(text)) is not None:
-            return m.group(1)
-    return None
 
 
 def _dead(pid_text: str) -> bool:

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -66,3 +68,28 @@ class Limits:
 LimitHit = Literal["time", "output", "memory", "processes", "disk", "file-size"]
 
 
+
+
+def which_limit(*, timed_out: bool, drained: bool, oom: bool, rlimit_memory: bool, stderr: str, refused: bool,
+                disk_full: Callable[[], bool], exit_code: int | None) -> LimitHit | None:
+    """The limit a finished run hit, from what the kernel and the host saw: the first that applies, in this
+    order. ``refused``: the run's process count refused a fork; ``rlimit_memory``: only an address-space rlimit held the memory (no
+    memory cgroup), so an allocation failure shows only in what the program says."""
+    if timed_out:
+        return "time"
+    if drained:
+        return "output"
+    if oom or (rlimit_memory and any(w in stderr for w in _OOM_WORDS)):
+        return "memory"
+    if refused:
+        return "processes"
+    if disk_full():
+        return "disk"
+    if exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in stderr:
+        return "file-size"
+    return None
+
+
+_OOM_WORDS = ("Cannot allocate memory", "out of memory", "MemoryError", "std::bad_alloc")
+"""What programs say when an allocation fails under an address-space rlimit (they are not killed): a best
+effort, used only where no memory cgroup can be made."""

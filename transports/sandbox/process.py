@@ -13,9 +13,10 @@ End of a run
     job that still writes to the output (``A & B`` delivered through ``ssh``) runs and is
     recorded, as ``ssh`` and ``docker exec`` wait for the channel's last writer. Then every
     process of the run is killed by pid (the tracer knows each one, whatever group it
-    moved to) and through its cgroup, and the tracer thread is joined off the loop once
-    nothing of the run is left. A background job whose output goes elsewhere is killed
-    when the main process exits.
+    moved to; under bwrap that includes the pid namespace's init, whose death takes every
+    process of the namespace with it) and, where there is no pid namespace, through its
+    cgroup; the tracer thread is joined off the loop once nothing of the run is left. A
+    background job whose output goes elsewhere is killed when the main process exits.
 """
 
 from __future__ import annotations
@@ -63,12 +64,13 @@ class TooLong(OSError):
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
                      on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None,
-                     log_fd: int | None = None, wrapped: bool = False) -> Outcome:
-    """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup).
+                     log_fd: int | None = None, inner: bool = False) -> Outcome:
+    """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup, where no pid
+    namespace does it).
 
     Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
     tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
-                    input_of=input_of, log_fd=log_fd, wrapped=wrapped)
+                    input_of=input_of, log_fd=log_fd, inner=inner)
     start = time.perf_counter()
     try:
         # shielded: a cancellation landing after the thread started the run would lose the process
@@ -103,7 +105,7 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 # checks spaced by twice their own cost: a command with thousands of descriptors cannot
                 # keep a harness core busy with them
                 time.sleep(max(HOLDER_POLL_S, 2 * (time.monotonic() - began)))
-        tracer.kill_all()  # what is left (bwrap, the wrapper, jobs writing elsewhere) ends now
+        tracer.kill_all()  # what is left (bwrap's init, jobs writing elsewhere) ends now
         on_end()
         # joined here, not from the loop: the run is over only when nothing of it is left, and one
         # thread hop fewer per run
