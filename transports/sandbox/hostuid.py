@@ -33,8 +33,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 DROP_UID = 65534
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -68,22 +69,20 @@ def _setpriv_argv() -> list[str]:
         import grp
         import pwd
 
-        user_name = group_name = str(DROP_UID)
-        try:
-            name = pwd.getpwuid(DROP_UID).pw_name
-            if pwd.getpwnam(name).pw_uid == DROP_UID and not name.isdigit() and not name.startswith("-"):
-                user_name = name
-        except (KeyError, OSError):
-            pass
-        try:
-            name = grp.getgrgid(DROP_UID).gr_name
-            if grp.getgrnam(name).gr_gid == DROP_UID and not name.isdigit() and not name.startswith("-"):
-                group_name = name
-        except (KeyError, OSError):
-            pass
-        _ids.append((user_name, group_name))
+        _ids.append((_name_of(pwd.getpwuid, pwd.getpwnam, "pw_uid"), _name_of(grp.getgrgid, grp.getgrnam, "gr_gid")))
     user_name, group_name = _ids[0]
     return [setpriv() or "setpriv", f"--reuid={user_name}", f"--regid={group_name}", "--clear-groups", "--"]
+
+
+def _name_of(by_id: Callable[[int], Any], by_name: Callable[[str], Any], id_field: str) -> str:
+    """The name the system gives DROP_UID (as a user or a group), if that name maps back to it; else the number."""
+    try:
+        name = by_id(DROP_UID)[0]
+        if getattr(by_name(name), id_field) == DROP_UID and not name.isdigit() and not name.startswith("-"):
+            return name
+    except (KeyError, OSError):
+        pass
+    return str(DROP_UID)
 
 
 def _try(bwrap: str | None) -> str | None:
