@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -383,7 +384,9 @@ class Sandbox:
         exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
         hit = which_limit(timed_out=timed_out, drained=out.drained or err.drained, oom=oom,
                           rlimit_memory=group is None, stderr=err.text, refused=refused_after > refused_forks,
-                          disk_full=lambda: self.mounted and diskcap.full(self.root), exit_code=exit_code)
+                          disk_full=lambda: self.mounted and diskcap.full(self.root),
+                          file_size=any(os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXFSZ
+                                        for st in outcome.trace.exits.values()))
         return Execution(
             exit_code=exit_code, stdout=out, stderr=err, timed_out=timed_out,
             exec_ms=outcome.exec_ms, isolation=self.isolation,

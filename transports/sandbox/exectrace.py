@@ -32,7 +32,7 @@ Threads
     the thread writes only once it has seized the launcher, so the trace starts before
     the launcher executes anything, with no stop at all under bwrap (where the launcher
     itself is never stopped at: its execs of setpriv and bwrap are not the command's) and
-    one interrupt without it (see :data:`SEIZE_OPTIONS`); a launcher that stopped itself
+    one interrupt without it (see :data:`transports.sandbox.ptrace.SEIZE_OPTIONS`); a launcher that stopped itself
     cost a stop, a wait and a ``SIGCONT`` stop more, and two exec stops. A harness that
     dies before it wrote that line closes the pipe, and the launcher's ``read`` ends it
     (exit 125, nothing of the run started); one that dies after the seize takes the
@@ -53,8 +53,9 @@ Bounds
 Why one module (over 400 lines)
     The spawn, the wait loop and the event handlers share one state machine per run (which pids are
     alive, which is the command's first program, what is being killed); split,
-    each part would reach into the others' state. The data it fills (:mod:`transports.sandbox.trace`)
-    and the one shell's system-call copy (:mod:`transports.sandbox.shellcopy`) are apart.
+    each part would reach into the others' state. The data it fills (:mod:`transports.sandbox.trace`),
+    the one shell's system-call copy (:mod:`transports.sandbox.shellcopy`) and the kernel's calls and
+    numbers (:mod:`transports.sandbox.ptrace`) are apart.
 
 Errors
     :class:`TraceError` (one line) when ptrace is not permitted here (a container
@@ -64,7 +65,6 @@ Errors
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import signal
@@ -74,34 +74,11 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from . import ptrace
 from .shellcopy import ShellCopy
 from .trace import Exec, Identity, Trace, identity
 
 __all__ = ["GATE_PREFIX", "Exec", "Identity", "Trace", "TraceError", "Tracer", "identity"]
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.ptrace.restype = ctypes.c_long
-_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-
-PTRACE_CONT = 7
-PTRACE_GETEVENTMSG = 0x4201
-PTRACE_SEIZE = 0x4206
-PTRACE_LISTEN = 0x4208
-PTRACE_SYSCALL = 24
-PTRACE_SETOPTIONS = 0x4200
-PTRACE_INTERRUPT = 0x4207
-TRACEEXEC = 0x10
-OPTIONS = 0x1 | 0x2 | 0x4 | 0x8 | TRACEEXEC | 0x100000  # TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, EXITKILL
-SEIZE_OPTIONS = OPTIONS & ~TRACEEXEC
-"""What the launcher is seized with. Its own exec may still be under way when the tracer seizes it (a vfork
-parent wakes before the exec is reported), and an exec event reported then would count as one of the
-launcher's stages; with exec events off at the seize, none is. They are turned on at a stop: an auto-attached
-child's first stop, or one interrupt of the launcher where it executes the command itself (no bwrap)."""
-SYSCALL_STOP = signal.SIGTRAP | 0x80
-EVENT_FORK, EVENT_VFORK, EVENT_CLONE, EVENT_EXEC, EVENT_STOP = 1, 2, 3, 4, 128
-WALL = 0x40000000
-WNOTHREAD = 0x20000000
-STOP_SIGNALS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 MAX_EXECS = 1024
 MAX_IN_PLACE = 64
@@ -119,47 +96,6 @@ GATE_NO_INPUT = b"-\n"
 
 class TraceError(RuntimeError):
     """Exec tracing is not possible on this machine; the message is one line."""
-
-
-def _ptrace(request: int, pid: int, data: int = 0) -> int:
-    result = _libc.ptrace(request, pid, None, ctypes.c_void_p(data))
-    if result == -1:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return result
-
-
-def _event_msg(pid: int) -> int:
-    out = ctypes.c_ulong()
-    if _libc.ptrace(PTRACE_GETEVENTMSG, pid, None, ctypes.byref(out)) == -1:
-        return 0
-    return out.value
-
-
-def _read(pid: int, name: str, cap: int) -> tuple[bytes, bool] | None:
-    """Up to ``cap`` bytes of ``/proc/PID/name`` and whether that was all of it."""
-    try:
-        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks, total = [], 0
-        while total <= cap:
-            chunk = os.read(fd, min(1 << 16, cap + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        data = b"".join(chunks)
-        return data[:cap], len(data) <= cap
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _split(data: bytes) -> tuple[bytes, ...]:
-    return tuple(data[:-1].split(b"\0")) if data.endswith(b"\0") else tuple(data.split(b"\0")) if data else ()
 
 
 class Tracer:
@@ -320,10 +256,10 @@ class Tracer:
         pid = proc.pid
         assert proc.stdin is not None
         try:
-            _ptrace(PTRACE_SEIZE, pid, SEIZE_OPTIONS)
+            ptrace.call(ptrace.PTRACE_SEIZE, pid, ptrace.SEIZE_OPTIONS)
         except OSError as e:
-            _kill(pid)
-            _, status = os.waitpid(pid, WNOTHREAD)
+            ptrace.kill(pid)
+            _, status = os.waitpid(pid, ptrace.WNOTHREAD)
             proc.returncode = os.waitstatus_to_exitcode(status)
             proc.stdin.close()
             if e.errno == errno.ESRCH:  # the launcher died before its first line: nothing of the run started
@@ -353,16 +289,16 @@ class Tracer:
         """Turn exec events on for the seized launcher, which executes the command itself: interrupted (it is
         at most waiting at its gate: no exec of it can come before), given every option, resumed. Returns
         its wait status if it ended instead (killed from outside)."""
-        _request(PTRACE_INTERRUPT, pid)
+        ptrace.request(ptrace.PTRACE_INTERRUPT, pid)
         while True:
-            _, status = os.waitpid(pid, WALL | WNOTHREAD)
+            _, status = os.waitpid(pid, ptrace.WALL | ptrace.WNOTHREAD)
             if not os.WIFSTOPPED(status):
                 return status
-            if status >> 16 == EVENT_STOP:
+            if status >> 16 == ptrace.EVENT_STOP:
                 break
-            _request(PTRACE_CONT, pid, os.WSTOPSIG(status))  # a signal on its way: deliver it, wait for the stop
-        _request(PTRACE_SETOPTIONS, pid, OPTIONS)
-        _request(PTRACE_CONT, pid)
+            ptrace.request(ptrace.PTRACE_CONT, pid, os.WSTOPSIG(status))  # a signal on its way: deliver it
+        ptrace.request(ptrace.PTRACE_SETOPTIONS, pid, ptrace.OPTIONS)
+        ptrace.request(ptrace.PTRACE_CONT, pid)
         return None
 
     def _finish_main(self, status: int) -> None:
@@ -375,7 +311,7 @@ class Tracer:
         main = self.proc.pid if self.proc is not None else -1
         while True:
             try:
-                pid, status = os.waitpid(-1, WALL | WNOTHREAD)
+                pid, status = os.waitpid(-1, ptrace.WALL | ptrace.WNOTHREAD)
             except ChildProcessError:
                 return
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
@@ -400,8 +336,8 @@ class Tracer:
     def _stopped(self, pid: int, status: int) -> None:
         sig, event = os.WSTOPSIG(status), status >> 16
         inject = 0
-        if event in (EVENT_FORK, EVENT_VFORK, EVENT_CLONE):
-            child = _event_msg(pid)
+        if event in (ptrace.EVENT_FORK, ptrace.EVENT_VFORK, ptrace.EVENT_CLONE):
+            child = ptrace.event_msg(pid)
             if child:
                 self._seq += 1
                 self.trace.forks[child] = (pid, self._seq)
@@ -416,19 +352,19 @@ class Tracer:
                     else:
                         self._alive.add(child)
                         if self._killing:
-                            _kill(child)
+                            ptrace.kill(child)
                 self.copy.forked(pid, child, early)
-        elif event == EVENT_EXEC:
+        elif event == ptrace.EVENT_EXEC:
             self._exec(pid)
-        elif event == EVENT_STOP:
+        elif event == ptrace.EVENT_STOP:
             if self.inner and self.proc is not None and pid != self.proc.pid:
                 # an auto-attached child's first stop (or any later one): exec events on before it runs on; the
                 # launcher alone keeps SEIZE_OPTIONS
-                _request(PTRACE_SETOPTIONS, pid, OPTIONS)
-            if sig in STOP_SIGNALS:  # a group stop: stay stopped until SIGCONT, as without a tracer
-                _request(PTRACE_LISTEN, pid)
+                ptrace.request(ptrace.PTRACE_SETOPTIONS, pid, ptrace.OPTIONS)
+            if sig in ptrace.STOP_SIGNALS:  # a group stop: stay stopped until SIGCONT, as without a tracer
+                ptrace.request(ptrace.PTRACE_LISTEN, pid)
                 return
-        elif event == 0 and sig == SYSCALL_STOP:
+        elif event == 0 and sig == ptrace.SYSCALL_STOP:
             self.copy.syscall(pid)
         elif event == 0:
             inject = sig  # a signal on its way: deliver it
@@ -438,17 +374,17 @@ class Tracer:
                 self._alive.add(pid)
                 self._unforked.add(pid)
             if self._killing:
-                _kill(pid)
+                ptrace.kill(pid)
         if new:
             self.copy.early(pid)
-        _request(PTRACE_SYSCALL if self.copy.stops(pid) else PTRACE_CONT, pid, inject)
+        ptrace.request(ptrace.PTRACE_SYSCALL if self.copy.stops(pid) else ptrace.PTRACE_CONT, pid, inject)
 
     def _exec(self, pid: int) -> None:
         self._seq += 1
         # a thread other than the leader that execs takes the leader's id; its own id is gone without an
         # exit to report, so it must leave the live set, or the end-of-run kill would signal whatever host
         # process is given that number next
-        former = _event_msg(pid)
+        former = ptrace.event_msg(pid)
         if former and former != pid:
             with self._lock:
                 self._alive.discard(former)
@@ -477,33 +413,17 @@ class Tracer:
         # harness: past MAX_KEPT a watched exec is read short and without its environment, so it is
         # incomplete (a boundary found there is split), never a kept copy
         full = watched and self._kept < MAX_KEPT
-        argv = _read(pid, "cmdline", MAX_ARGV if full else SHORT_ARGV)
-        env = _read(pid, "environ", MAX_ENV) if full else None
+        argv = ptrace.read_proc(pid, "cmdline", MAX_ARGV if full else SHORT_ARGV)
+        env = ptrace.read_proc(pid, "environ", MAX_ENV) if full else None
         if full:
             self._kept += len(argv[0]) if argv else 0
             self._kept += len(env[0]) if env else 0
         parent, forked_at = self.trace.forks.get(pid, (None, None))
         record = Exec(
             seq=self._seq, pid=pid, parent=parent, forked_at=forked_at, exe=exe,
-            argv=_split(argv[0]) if argv else (), argv_complete=bool(argv and argv[1]),
-            env=_split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
+            argv=ptrace.split(argv[0]) if argv else (), argv_complete=bool(argv and argv[1]),
+            env=ptrace.split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
         )
         self.trace.execs.append(record)
         if self.input_of is not None and self.trace.reader is None and self.input_of(record):
             self.copy.adopt(pid, record)
-
-
-def _request(request: int, pid: int, data: int = 0) -> None:
-    """A ptrace request on a tracee that may be gone meanwhile (killed): then there is nothing to do."""
-    try:
-        _ptrace(request, pid, data)
-    except OSError as e:
-        if e.errno != errno.ESRCH:  # gone meanwhile (killed): nothing to resume
-            raise
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass

@@ -92,8 +92,8 @@ def _try(bwrap: str | None) -> str | None:
         return "setpriv (util-linux) is not installed, so root cannot be dropped"
     argv = _setpriv_argv()
     if bwrap is not None:
-        argv += [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-                 "--proc", "/proc", "--dev", "/dev", "--"]
+        argv += [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL",  # see isolation.starts
+                 "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--"]
     argv += ["/bin/sh", "-c", f'test "$(id -u)" = {DROP_UID} && test "$(id -g)" = {DROP_UID}']
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)

@@ -46,8 +46,10 @@ def starts(bwrap: str) -> str | None:
     """Why ``bwrap`` cannot make a sandbox here (user namespaces forbidden, a seccomp profile...), or None.
     Checked once per process, with the namespaces every run unshares."""
     try:
-        done = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-                               "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"],
+        # --as-pid-1: the probe's program is the namespace's init, so no init of bwrap's is left behind for a
+        # harness that is a child subreaper (a container's pid 1) to collect as a zombie
+        done = subprocess.run([bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL",
+                               "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{bwrap} cannot start: {e}"

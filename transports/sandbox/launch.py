@@ -42,7 +42,9 @@ LIMITS_SCRIPT = (exectrace.GATE_PREFIX + 'for g in $0; do {{ echo 0 > "$g/tasks"
 C_LOCALE = "LC_ALL=C "
 """Put before the limits shell's exec when ``setpriv`` comes next and bwrap after it: setpriv loads the
 locale's files (0.4 ms per run here) only to translate its error messages; bwrap sets the command's own
-``LC_ALL`` back (:func:`bwrap_argv`'s ``lc_all``), so the command never sees it."""
+``LC_ALL`` back (:func:`bwrap_argv`'s ``lc_all``), so the command's environment never has it. bwrap's own
+processes keep it: its init is pid 1 of the command's namespace, and ``/proc/1/environ`` shows ``LC_ALL=C``
+where root was dropped (as ``/proc/1/cmdline`` shows bwrap's arguments): bwrap's, not the command's."""
 
 
 def limits_prefix(lim: Limits, group: cgroups.Group | None, *, c_locale: bool = False) -> list[str]:

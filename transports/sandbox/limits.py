@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,10 +70,12 @@ LimitHit = Literal["time", "output", "memory", "processes", "disk", "file-size"]
 
 
 def which_limit(*, timed_out: bool, drained: bool, oom: bool, rlimit_memory: bool, stderr: str, refused: bool,
-                disk_full: Callable[[], bool], exit_code: int | None) -> LimitHit | None:
+                disk_full: Callable[[], bool], file_size: bool) -> LimitHit | None:
     """The limit a finished run hit, from what the kernel and the host saw: the first that applies, in this
-    order. ``refused``: the run's process count refused a fork; ``rlimit_memory``: only an address-space rlimit held the memory (no
-    memory cgroup), so an allocation failure shows only in what the program says."""
+    order. ``refused``: the run's process count refused a fork; ``rlimit_memory``: only an address-space
+    rlimit held the memory (no memory cgroup), so an allocation failure shows only in what the program says;
+    ``file_size``: the kernel reported a process of the run killed by SIGXFSZ (never an exit status or words
+    the command can choose: ``exit 153`` is not a file-size limit)."""
     if timed_out:
         return "time"
     if drained:
@@ -85,7 +86,7 @@ def which_limit(*, timed_out: bool, drained: bool, oom: bool, rlimit_memory: boo
         return "processes"
     if disk_full():
         return "disk"
-    if exit_code == 128 + signal.SIGXFSZ or "File size limit exceeded" in stderr:
+    if file_size:
         return "file-size"
     return None
 
