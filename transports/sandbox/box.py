@@ -306,8 +306,8 @@ class Sandbox:
                  cwd: Path | None = None, group: cgroups.Group | None = None,
                  env: dict[str, str] | None = None) -> tuple[list[str], int]:
         """The full argv (limits, then the uid drop, then isolation, then the command) and how many execs
-        of the launcher's own pid after its gate are the launcher's (setpriv, bwrap), before the command's first
-        program (the tracer stops at them only without bwrap, see ``Tracer``'s ``inner``).
+        the tracer will see of the launcher's own before the command's first program: setpriv's, without bwrap;
+        none under bwrap, where the launcher's execs are never stopped at (``Tracer``'s ``inner``).
 
         Read-only binds whose source the dropped uid cannot reach (a Python under root's home) are bound
         through a read-only host bind mount it can reach (:func:`transports.sandbox.hostuid.reachable_path`)."""
@@ -326,7 +326,7 @@ class Sandbox:
         lc_all = (env or self.env())["LC_ALL"] if c_locale else None  # always set: Sandbox.env's base
         iso = launch.bwrap_argv(self.limits, self.root, self.inside(cwd or self.workdir), ro, network=network,
                                 lc_all=lc_all)
-        return prefix + iso + argv, stages + 1
+        return prefix + iso + argv, 0
 
     # -- running -------------------------------------------------------------
 

@@ -115,8 +115,8 @@ class Tracer:
     environment is read; every other exec keeps ``SHORT_ARGV`` bytes. ``inner``: the command's
     first program starts in a child of the launcher (bwrap's pid 2), so the launcher's own execs
     (setpriv, bwrap) are never stopped at, and the first exec traced is the command's.
-    Otherwise ``launcher_execs``: how many execs of the launcher's own pid, after its gate,
-    belong to the launcher (setpriv): they are left out of :attr:`trace`.
+    ``launcher_execs``: how many execs traced at the start belong to the launcher (setpriv, without
+    bwrap; 0 with ``inner``): they are left out of :attr:`trace`.
 
     Lifecycle: :meth:`start` (blocking until the child exists and is seized, or raising
     ``OSError``/``TraceError``), then the caller reads the pipes, awaits :attr:`main_exited`
@@ -129,7 +129,7 @@ class Tracer:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.watch = watch
         self.inner = inner
-        self.skip = 0 if inner else launcher_execs
+        self.skip = launcher_execs
         self.input_of = input_of
         self._root: int | None = None     # the command's first program: its exit ends the run's main part
         self._holder: int | None = None   # the last process found holding the run's output
