@@ -7,7 +7,7 @@ surfaces inside an anyio task group (a group of one exception is unwrapped). Wit
 registered on :data:`qb_client.cli.app.app` by the modules of this package imported here:
 :mod:`.components` (doctor, components install), :mod:`.exec_command` (exec),
 :mod:`.import_inspect`, :mod:`.harbor` (export harbor, import-atif), :mod:`.runs` (replay, run, demo), :mod:`.suite` (tasks,
-transports list), :mod:`.around_runs` (serve, report, bench), :mod:`.harness` (harness audit); :mod:`.app`,
+transports list), :mod:`.around_runs` (serve, report, bench), :mod:`.harness` (harness audit), :mod:`.lint` (lint); :mod:`.app`,
 :mod:`.options`, :mod:`.help` and :mod:`.run_checks` are what they share.
 
 May import: everything (``tasks``, ``transports``, ``qb_server`` and every other
@@ -34,6 +34,7 @@ from . import components, exec_command, import_inspect, runs, suite, around_runs
 from . import harness  # noqa: F401  # isort: skip  (harness audit)
 from . import harbor  # noqa: F401  # isort: skip  (export harbor, import-atif)
 from . import harness_run  # noqa: F401  # isort: skip  (run --harness, harness-report)
+from . import lint  # noqa: F401  # isort: skip  (lint)
 from .app import app
 from .help import tidy
 from ..console import BadInput, err, one_line

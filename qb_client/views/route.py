@@ -9,81 +9,23 @@ ran: ``InnerShell.wrap`` (nested, nested-single, escaped), :func:`transports.ssh
 string needs node in the sandbox; ``exec`` has just run it, and the route's ``received`` is by
 definition that string, so the record's is shown (labelled ``rebuilt``) rather than running node twice.
 
-A rule is a trigger found in R plus the route's documented behaviour for it (the texts restate
-the module docstrings of :mod:`transports.paths`); it is shown only when R holds the trigger.
+A rule is a trigger found in R plus the route's documented behaviour for it (:mod:`transports.lint.rules`,
+the table ``quotebench lint`` reads too); it is shown only when R holds the trigger.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from transports.lint.rules import rules_for as lint_rules_for
 from transports.registry import get
 
 
-@dataclass(frozen=True)
-class Rule:
-    routes: tuple[str, ...]        # base names (no -safe, no @shell, no middleware)
-    applies: Callable[[str], bool]
-    text: str
-
-
-_DQ = ("nested", "docker-sh", "ssh")
-RULES: tuple[Rule, ...] = (
-    Rule(_DQ, lambda r: '"' in r, 'an unescaped " in R ends the outer double quotes: what follows is parsed '
-                                  "by the outer shell as separate words"),
-    Rule(_DQ, lambda r: "$" in r, "$ stays active inside double quotes: the outer shell expands $VAR and $(...) "
-                                  "before the final shell sees R"),
-    Rule(_DQ, lambda r: "`" in r, "backticks stay active inside double quotes: the outer shell runs them"),
-    Rule(_DQ, lambda r: "\\" in r, 'inside double quotes \\ escapes $ ` " \\ and newline: the outer shell '
-                                   "removes those backslashes"),
-    Rule(("nested-single",), lambda r: "'" in r, "any ' in R ends the outer single quotes"),
-    Rule(("shlex-sh",), lambda r: '"' in r or "\\" in r, 'shlex.split honours only \\" and \\\\ inside double '
-                                                          "quotes; an unescaped \" ends them"),
-    Rule(("tmux",), lambda r: r.rstrip().endswith(";"), "tmux: an argument ending in ; ends the tmux command "
-                                                         "(tmux #1849, #4350): Enter becomes a command of its own "
-                                                         "and nothing is typed"),
-    Rule(("tmux",), lambda r: "!" in r, "the interactive bash expands ! (history expansion) before it runs the line"),
-    Rule(("tmux",), lambda r: "\t" in r, "a tab typed into readline asks for completion, it is not inserted"),
-    Rule(("tmux",), lambda r: "\n" in r.rstrip("\n"), "each line is typed on its own: a multi-line R goes through "
-                                                       "the continuation prompt (PS2), a line that reads stdin reads "
-                                                       "the lines typed after it"),
-    Rule(("make",), lambda r: "$" in r, "make expands $ itself ($HOME is $H then OME; $$ is one $)"),
-    Rule(("make",), lambda r: "\n" in r, "a newline ends the recipe line: each line runs in its own sh -c, or is "
-                                         "read as makefile syntax"),
-    Rule(("make",), lambda r: r[:1] in (" ", "\t", "@", "-", "+"), "make strips leading blanks and @ - + from a "
-                                                                   "recipe line"),
-    Rule(("gha-run",), lambda r: ": " in r or " #" in r or r[:1] in "*&!{[|>'\"%@",
-         "in a plain YAML scalar ': ' and ' #' and a leading *&!{[|>'\"%@ are YAML syntax"),
-    Rule(("gha-run",), lambda r: "\n" in r, "a plain scalar folds an indented next line into the first with a "
-                                            "space; one at column 0 ends the step"),
-    Rule(("gha-block",), lambda r: not r.endswith("\n") or r.endswith("\n\n"),
-         "a | block scalar clips: the script ends in exactly one newline"),
-    Rule(("gha-block",), lambda r: r[:1] == " ", "a first line starting with a blank changes the block's "
-                                                 "indentation"),
-    Rule(("gha-run", "gha-block"), lambda r: "${{" in r, "${{ }} is substituted by the runner before the script "
-                                                         "is written"),
-    Rule(("shell-quote-eval",), lambda r: "|" in r, "with a pipe, shell-quote re-tokenises R: $VAR is expanded "
-                                                    "against the harness's environment, quotes and newlines are "
-                                                    "dropped, each token is re-quoted"),
-    Rule(("json-naive",), lambda r: '"' in r or "\\" in r or bool(re.search("[\x00-\x1f]", r)),
-         'pasted into {"command": "R"}: a " ends the JSON string, a \\ starts a JSON escape, a raw control '
-         "character is refused by the strict parser"),
-)
-
-
-def _parts(name: str) -> list[str]:
-    """A transport name's layers, outermost first, each without ``-safe`` or ``@shell``."""
-    return [p.split("@")[0].removesuffix("-safe") for p in name.split("+")]
-
-
 def rules_for(name: str, command: str) -> list[str]:
-    """The rules of ``name``'s unsafe layers whose trigger is in ``command`` (a -safe layer has none)."""
-    unsafe = {p.split("@")[0] for p in name.split("+") if not p.split("@")[0].endswith("-safe")}
-    return [r.text for r in RULES if unsafe & set(r.routes) and r.applies(command)]
+    """The rule texts of ``name``'s unsafe layers whose trigger is in ``command`` (the lint's table,
+    :mod:`transports.lint.rules`, so ``exec`` and ``lint`` say the same words)."""
+    return [r.text for r in lint_rules_for(name, command)]
 
 
 def boundary(name: str) -> str:

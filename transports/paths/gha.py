@@ -49,7 +49,7 @@ from .gha_expr import ExpressionError, neutralise, substitute
 from .route import Route
 from .yaml_worker import MAX_YAML, first_step, parse_first_step
 
-__all__ = ["MAX_YAML", "SHELLS", "Gha", "first_step", "safe_step", "workflow"]
+__all__ = ["MAX_YAML", "SHELLS", "Gha", "double_quoted", "first_step", "safe_step", "workflow"]
 
 HEAD = "on: push\njobs:\n  qb:\n    runs-on: ubuntu-latest\n    steps:\n"
 SHELLS = {None: ["bash", "-e", "{0}"], "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail", "{0}"],
@@ -58,7 +58,8 @@ SHELLS = {None: ["bash", "-e", "{0}"], "bash": ["bash", "--noprofile", "--norc",
 _NOT_IN_BLOCK = re.compile("[^\x09\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 
 
-def _double_quoted(text: str) -> str:
+def double_quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar: every character outside printable ASCII escaped."""
     out = []
     for c in text:
         o = ord(c)
@@ -76,7 +77,7 @@ def safe_step(command: str) -> str:
     text = neutralise(command)
     head = "      - shell: bash {0}\n        run: "
     if _NOT_IN_BLOCK.search(text):
-        return head + _double_quoted(text) + "\n"
+        return head + double_quoted(text) + "\n"
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
@@ -112,26 +113,32 @@ class Gha(Route):
     async def deliver(self, command: str, sandbox: Sandbox) -> Delivery:
         if (why := check_command(command)) is not None:
             return Delivery(received=None, execution=None, transport_error=why)
-        step, note = await parse_first_step(workflow(command, self.style, self.safe))  # never on this loop
-        if step is None:
-            return Delivery(received=None, execution=None, transport_error=f"{self.name}: {note}")
-        run, shell = step.get("run"), step.get("shell")
-        if not isinstance(run, str):
-            return Delivery(received=None, execution=None,
-                            transport_error=f"{self.name}: the step's run is not a string")
-        if shell not in SHELLS:
-            return Delivery(received=None, execution=None,
-                            transport_error=f"{self.name}: the step names a shell not run here: {str(shell)[:60]!r}")
-        extra = sorted(str(k) for k in step if k not in ("run", "shell"))
-        notes = [n for n in (note, f"the step gained keys {', '.join(extra)[:120]} (ignored)" if extra else "") if n]
-        try:
-            script_text = substitute(run)
-        except ExpressionError as e:
-            return Delivery(received=None, execution=None, transport_error=f"{self.name}: {e}")
+        step = await parse_first_step(workflow(command, self.style, self.safe))  # never on this loop
+        script_text, shell, said = self.script_of(step)  # said: the transport error, else a note
+        if script_text is None:
+            return Delivery(received=None, execution=None, transport_error=said)
         script = sandbox.write_file("gha.sh", script_text.encode("utf-8", "surrogateescape"))  # read-only to R
         argv = [script if a == "{0}" else a for a in SHELLS[shell]]
         if self.shell is not DEFAULT:  # a test's capture program in the shell's place
             argv = [*self.shell.words, *argv[1:]]
         execution = await sandbox.run(argv)
-        return Delivery(received=script_text, execution=execution, received_note="; ".join(notes) or None)
+        return Delivery(received=script_text, execution=execution, received_note=said)
+
+    def script_of(self, parsed: tuple[dict | None, str]) -> tuple[str | None, str | None, str | None]:
+        """(the script file's text, the step's shell, a note) from the parsed first step, or (None, None, the
+        transport error): the runner's part between the YAML parse and the script, shared with ``lint``."""
+        step, note = parsed
+        if step is None:
+            return None, None, f"{self.name}: {note}"
+        run, shell = step.get("run"), step.get("shell")
+        if not isinstance(run, str):
+            return None, None, f"{self.name}: the step's run is not a string"
+        if shell not in SHELLS:
+            return None, None, f"{self.name}: the step names a shell not run here: {str(shell)[:60]!r}"
+        extra = sorted(str(k) for k in step if k not in ("run", "shell"))
+        notes = [n for n in (note, f"the step gained keys {', '.join(extra)[:120]} (ignored)" if extra else "") if n]
+        try:
+            return substitute(run), shell, "; ".join(notes) or None
+        except ExpressionError as e:
+            return None, None, f"{self.name}: {e}"
 
