@@ -21,6 +21,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     p.add_argument("--tool-name", default="bash", help="name of the shell tool (default bash)")
     p.add_argument("--control", action="store_true", help="add the qb_ control tools (for harnesses)")
+    p.add_argument("--guard", action="store_true",
+                   help="lint every call first; where the path would change it, deliver the safe text instead")
+    p.add_argument("--lint", action="store_true", help="offer a lint tool beside the shell tool")
     p.add_argument("--record", metavar="FILE", help="append one JSON record per call and per session end")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http address (needs --token)")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN (default: $QB_SERVE_TOKEN)")
@@ -79,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         serve(transport=args.transport, task=args.task, http=args.http, tool_name=args.tool_name,
               control=args.control, record=args.record, allow_remote=args.allow_remote,
               token=args.token or os.environ.get("QB_SERVE_TOKEN") or None, idle_timeout=args.idle_timeout,
-              timeout=args.timeout, host_budget=host_budget, reclaim_idle=args.reclaim_idle)
+              timeout=args.timeout, host_budget=host_budget, reclaim_idle=args.reclaim_idle, guard=args.guard,
+              lint_tool=args.lint)
     except ValueError as e:
         print(f"quotebench serve: {e}", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: st
               control: bool = False, record: str | Path | None = None, idle_timeout: float = DEFAULT_IDLE_S,
               limits: Limits | None = None, run_id: str | None = None, serving: Serving = "inproc",
               host_grace: float = HOST_GRACE_S, host_budget: int | None = None,
-              reclaim_idle: float = DEFAULT_RECLAIM_S) -> QBServer:
+              reclaim_idle: float = DEFAULT_RECLAIM_S, guard: bool = False, lint_tool: bool = False) -> QBServer:
     """Check the options (a bad one is a one-line ``ValueError``) and build the server.
 
     transport: registry name (composed names allowed); task: task id; tool_name: the shell tool's
@@ -41,11 +41,13 @@ def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: st
     seconds a call's host work may take beyond the command's time limit before it is abandoned as a
     harness error (see :mod:`qb_server.worker`); host_budget: bytes all sandboxes together may ask of the
     host (:mod:`qb_server.budget`; None: none, for a caller that bounds its sessions itself); reclaim_idle:
-    seconds after which an idle session may be ended to make room for a new one (least recently used first).
+    seconds after which an idle session may be ended to make room for a new one (least recently used first);
+    guard: lint each call and deliver what arrives as R (:mod:`qb_server.guard`); lint_tool: offer the ``lint``
+    tool beside the shell tool.
     """
     config = ServerConfig(transport=transport, task=task, tool_name=tool_name, control=control, record=record,
                           idle_timeout_s=idle_timeout, limits=limits or Limits(), host_grace_s=host_grace,
-                          host_budget=host_budget, reclaim_idle_s=reclaim_idle)
+                          host_budget=host_budget, reclaim_idle_s=reclaim_idle, guard=guard, lint_tool=lint_tool)
     if run_id:
         config.run_id = run_id
     return QBServer(config, serving)
@@ -53,10 +55,11 @@ def build_app(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: st
 
 def build_server(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name: str = "bash",
                  control: bool = False, record: str | Path | None = None,
-                 idle_timeout: float = DEFAULT_IDLE_S, limits: Limits | None = None) -> MCPServer:
+                 idle_timeout: float = DEFAULT_IDLE_S, limits: Limits | None = None, guard: bool = False,
+                 lint_tool: bool = False) -> MCPServer:
     """The ``MCPServer`` alone, for ``Client(server)`` in-process; its :class:`QBServer` is ``.quotebench``."""
     app = build_app(transport, task, tool_name=tool_name, control=control, record=record,
-                    idle_timeout=idle_timeout, limits=limits)
+                    idle_timeout=idle_timeout, limits=limits, guard=guard, lint_tool=lint_tool)
     app.mcp.quotebench = app  # type: ignore[attr-defined]
     return app.mcp
 
@@ -64,13 +67,14 @@ def build_server(transport: str = "raw", task: str = DEFAULT_TASK, *, tool_name:
 def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = None, tool_name: str = "bash",
           control: bool = False, record: str | Path | None = None, allow_remote: bool = False,
           token: str | None = None, idle_timeout: float = DEFAULT_IDLE_S, timeout: float | None = None,
-          host_budget: int | None = None, reclaim_idle: float = DEFAULT_RECLAIM_S) -> None:
+          host_budget: int | None = None, reclaim_idle: float = DEFAULT_RECLAIM_S, guard: bool = False,
+          lint_tool: bool = False) -> None:
     """Serve until stopped: stdio by default, streamable HTTP on ``http="HOST:PORT"`` (path ``/mcp``).
 
     HTTP listens on loopback only, unless ``allow_remote`` and a bearer ``token`` are both given;
     with a token every request must carry ``Authorization: Bearer <token>``. ``timeout``: one command's
     wall-clock limit in seconds (default: the sandbox's, 10); ``host_budget``, ``reclaim_idle``: see
-    :func:`build_app`. Every
+    :func:`build_app`; ``guard``, ``lint_tool``: the same. Every
     option is checked (``ValueError`` with a one-line message) before anything is served.
     """
     from .budget import default_budget
@@ -80,7 +84,8 @@ def serve(transport: str = "raw", task: str = DEFAULT_TASK, http: str | None = N
     limits = Limits(timeout_s=check_timeout(timeout)) if timeout is not None else None
     app = build_app(transport, task, tool_name=tool_name, control=control, record=record,
                     idle_timeout=idle_timeout, limits=limits, serving="http" if bind else "stdio",
-                    host_budget=host_budget or default_budget(), reclaim_idle=reclaim_idle)
+                    host_budget=host_budget or default_budget(), reclaim_idle=reclaim_idle, guard=guard,
+                    lint_tool=lint_tool)
     if bind is None:
         anyio.run(_serve_stdio, app)
     else:

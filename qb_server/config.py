@@ -51,6 +51,10 @@ class ServerConfig:
     task: str = DEFAULT_TASK
     tool_name: str = "bash"
     control: bool = False
+    guard: bool = False
+    """Lint each call before delivery and send what arrives as R (:mod:`qb_server.guard`)."""
+    lint_tool: bool = False
+    """Offer the ``lint`` tool beside the shell tool (off by default: an agent under test sees one tool)."""
     record: str | Path | None = None
     idle_timeout_s: float = DEFAULT_IDLE_S
     limits: Limits = field(default_factory=Limits)

@@ -59,6 +59,7 @@ from transports.results.store import JsonlWriter
 
 from .budget import UNLIMITED, HostBudget, runs_per_call
 from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, ServerConfig
+from .guard import plan as guard_plan
 from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
 from .unfinished import RecordLock, note_unfinished
 from .worker import Worker, one_line, stuck
@@ -208,9 +209,16 @@ class SessionManager:
             try:
                 box = await self.ensure_sandbox(session)
                 step = "the delivery"
+                planned = None
+                if self.config.guard:  # the lint is pure Python, but a long R is seconds of it: off this loop
+                    step = "the guard's lint"
+                    planned = await session.worker().call(step, self.config.host_grace_s, guard_plan, command,
+                                                          self.transport, box.env())
+                    step = "the delivery"
                 async with self.budget.run():
-                    delivery = await session.worker().call(step, self.call_bound_s, deliver, self.transport,
-                                                           command, box)
+                    delivery = await session.worker().call(
+                        step, self.call_bound_s, deliver, planned.transport if planned else self.transport,
+                        planned.text if planned else command, box)
                 step = "the verdict"
                 verdict = await session.worker().call(step, self.config.host_grace_s, verdict_for, session.task,
                                                        box.workdir, delivery)
@@ -220,6 +228,8 @@ class SessionManager:
                 return await self._failed_call(session, command, f"{step}: {one_line(e)}")
             session.calls += 1
             record = self._record(session, command, delivery, verdict, f"{session.calls}")
+            if planned is not None:
+                record = record.model_copy(update={"guard": planned.guard})
             await self._write(record)
             session.last_record = record
         return record

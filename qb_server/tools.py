@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Protocol
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -20,9 +21,11 @@ from pydantic import Field
 
 from tasks.load import UnknownTaskError, get_task
 from tasks.schema import Task
+from transports.lint import LintError, lint
 from transports.results.record import Record
 
 from .config import ServerConfig
+from .guard import said
 from .keys import Serving
 from .sessions import HARNESS, SessionKey, SessionManager, client_name
 
@@ -115,6 +118,9 @@ def make_mcp(app: ToolHost) -> MCPServer:
             if k.kind == "anonymous":
                 await sessions.close(k, "one-call")
         text, structured, is_error = render(record)
+        if record.guard is not None and (line := said(record.guard)) is not None:
+            text = f"{line}\n{text}"
+            structured["guard"] = record.guard.action
         meta = {RECORD_META: record.model_dump(mode="json")} if app.config.control else None
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured,
                               is_error=is_error, _meta=meta)
@@ -141,9 +147,31 @@ def make_mcp(app: ToolHost) -> MCPServer:
     def task_resource() -> str:
         return app.task.instruction
 
+    if app.config.lint_tool:
+        _add_lint(mcp, app.config.transport)
     if app.config.control:
         _add_controls(mcp, app, key)
     return mcp
+
+
+LINT_DESCRIPTION = ("Predict, without running it, what a command path does to a shell command: whether it arrives "
+                    "changed, the exact text the final shell would receive, the spans the path reinterprets and a "
+                    "safe text that arrives intact. transport: a path name (nested, ssh, docker-sh, make, ...); "
+                    "default: this server's.")
+
+
+def _add_lint(mcp: MCPServer, served: str) -> None:
+    """The ``lint`` tool (:mod:`transports.lint`): pure, stateless, the same transport names as ``serve``."""
+
+    @mcp.tool(name="lint", description=LINT_DESCRIPTION,
+              annotations=ToolAnnotations(title="Lint", read_only_hint=True, destructive_hint=False,
+                                          open_world_hint=False))
+    async def lint_tool(command: str, transport: str | None = None) -> CallToolResult:
+        try:
+            result = await anyio.to_thread.run_sync(lint, command, transport or served)
+        except LintError as e:
+            raise ToolError(str(e)) from None
+        return _json_result(result.to_json())
 
 
 def _add_controls(mcp: MCPServer, app: ToolHost, key: Any) -> None:

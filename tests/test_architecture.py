@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tasks", "transports", "qb_server", "qb_client")  # each may import only those before it
+PACKAGES = ("tasks", "transports", "quotebench", "qb_server", "qb_client")  # each may import only those before it
 MAX_LINES = 400
 LONG_REASON = "over 400 lines"
 

@@ -35,6 +35,9 @@ def serve_cmd(
     http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT", help="Streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     tool_name: str = typer.Option("bash", "--tool-name", help="Name of the shell tool."),
     control: bool = typer.Option(False, "--control", help="Add the qb_ control tools (for harnesses)."),
+    guard: bool = typer.Option(False, "--guard", help="Lint every call first; where the path would change the "
+                               "command, deliver the safe text (or the path's -safe twin) instead, and say so."),
+    lint_tool: bool = typer.Option(False, "--lint", help="Offer a `lint` tool beside the shell tool."),
     record: Optional[Path] = typer.Option(None, "--record", help="Append one JSON record per call and per session "
                                           "end. Missing directories are created."),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --http address (needs --token)."),
@@ -72,7 +75,8 @@ def serve_cmd(
     try:
         serve(transport=transport, task=task, http=http, tool_name=tool_name, control=control,
               record=str(record) if record else None, allow_remote=allow_remote, token=token or None,
-              idle_timeout=idle_timeout, host_budget=budget, reclaim_idle=reclaim_idle)
+              idle_timeout=idle_timeout, host_budget=budget, reclaim_idle=reclaim_idle, guard=guard,
+              lint_tool=lint_tool)
     except ValueError as e:
         fail(str(e))
 

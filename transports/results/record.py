@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.load import FAMILIES_DIR, TOOLS_DIR
 from tasks.validate import Verdict
@@ -82,6 +82,23 @@ class Turn(Step):
     generate_ms: float | None = None
 
 
+class Guard(BaseModel):
+    """The guarded shell tool's decision (docs/lint.md): ``action`` is ``as-is`` (the lint predicted R
+    intact), ``escaped`` (``delivered`` was sent instead of R), ``twin`` (R went through ``via``, the route's
+    ``-safe`` twin) or ``unguarded`` (damage unknown and no safe encoding known: R as it is).
+    ``predicted_received`` is what the lint said the route would deliver of R itself (None: nothing, or
+    unknown when ``predicted_known`` is false)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["as-is", "escaped", "twin", "unguarded"]
+    predicted_damaged: bool | None
+    predicted_known: bool
+    predicted_received: str | None = None
+    delivered: str | None = None
+    via: str | None = None
+
+
 class Record(BaseModel):
     run_id: str
     reply_id: str
@@ -135,6 +152,9 @@ class Record(BaseModel):
     """Only in a harness run (``quotebench run --harness``): the run's turns, requests, stop, budgets, token
     use, the attempt id its exchanges are stored under, and, in a replay, where the harness's requests
     diverged from the recording (docs/harness-runs.md)."""
+    guard: Guard | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Only from ``quotebench serve --guard``: what the lint predicted for the command and what was delivered
+    in its place (``command`` stays the client's R; ``received`` is what the final shell got)."""
     truncated: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The fields :func:`capped` cut to their cap, in record order (``reply``, ``command``, ``received``,
     ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``, ``wrapper``, ``harness_log``);
