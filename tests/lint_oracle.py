@@ -35,11 +35,21 @@ ROUTES = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive
 """Every lab transport and deployment path, and two compositions."""
 
 
+EXTRA: tuple[str, ...] = (
+    "", "-V", "--help x", "- x", "echo ~ ~/x a=~", "echo $HOME ${HOME} $1 $# $?", 'echo "$HOME"', "a\\",
+    'echo "a\\"', "echo a &&", "echo a |", "echo a; echo b", "echo a\necho \"b", "x=1 echo a", "echo {a,b}",
+    "echo $'\\x41\\101\\u00e9'", "echo a > f; cat f", "echo a 2>&1", '" "', "'", '"', "\\", "@-+ echo x",
+    "echo $$ $- $_", "Enter", "C-c", "echo tab\there", "echo a;", "echo 'a b' \"c d\" e\\ f",
+)
+"""Texts chosen for the lint's own edges: ssh's option words, empty and lone-quote commands, operators at the
+end, ANSI-C escapes, tilde and brace expansion, tmux key names."""
+
+
 def corpus() -> list[tuple[str, Task | None]]:
     """The hostile corpus (no fixture) and the suite's replies: each task's reference solutions under raw
     and disclosed, and the habits agent's commands under the same contracts, each with its task; repeats
     of the same (command, task) dropped."""
-    items: list[tuple[str, Task | None]] = [(r, None) for _, r in HOSTILE]
+    items: list[tuple[str, Task | None]] = [(r, None) for _, r in HOSTILE] + [(r, None) for r in EXTRA]
     seen: set[tuple[str, str]] = set()
     for task in suite():
         for contract in ("raw", "disclosed"):

@@ -1,5 +1,6 @@
 """The lint's predictions equal what the real routes deliver (tests/lint_oracle.py): on the hostile corpus and
-the suite's replies (reference solutions and the habits agent, raw and disclosed contracts), for every lab
+the suite's replies (reference solutions and the habits agent, raw and disclosed contracts) and the lint's own
+edge texts (``lint_oracle.EXTRA``), for every lab
 transport and deployment path, every exact prediction equals the traced ``received`` (and ``split``, and the
 transport error), every sure-damage prediction meets a damaged delivery, and every escaped safe text arrives
 as exactly R.
@@ -40,6 +41,6 @@ def test_every_prediction_of_the_lint_is_what_the_route_delivers(route: str, req
 
 
 def test_the_corpus_holds_the_hostile_commands_and_every_task_reply() -> None:
-    assert len(HOSTILE_ONLY) == 37
+    assert len(HOSTILE_ONLY) == 37 + len(oracle.EXTRA)
     tasks = {t.id for _, t in CORPUS if t is not None}
     assert len(tasks) == 56

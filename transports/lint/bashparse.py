@@ -29,6 +29,14 @@ CONTINUED = ("&&", "||", "|", "|&")
 """Operators after which bash reads on for another command: at the end of the text, a syntax error."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+_FIRST_WORD = re.compile(r"[^\s;&|<>()]+")
+_FD = re.compile(r"\d+(?=[<>])")
+_FD_OPERATOR = re.compile(r"\d+(>>|>\||<>|>&|<&|<<|>|<)")
+_BRACE = re.compile(r"\{[^\s{}]*(,|\.\.)[^\s{}]*\}")
+_OCTAL = re.compile(r"[0-7]{0,2}")
+_IFS_SPLIT = re.compile(r"([ \t\n]+)")
+_LITERAL_RUN = re.compile(r"[^ \t;&|<>()\n\\'\"`$*?\[~{]+")
+_HEX = {"x": re.compile(r"[0-9A-Fa-f]{1,2}"), "u": re.compile(r"[0-9A-Fa-f]{1,4}"), "U": re.compile(r"[0-9A-Fa-f]{1,8}")}
 BASH_OWN = frozenset((
     "BASH BASHOPTS BASHPID BASH_ALIASES BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_CMDS BASH_COMMAND "
     "BASH_EXECUTION_STRING BASH_LINENO BASH_LOADABLES_PATH BASH_REMATCH BASH_SOURCE BASH_SUBSHELL "
@@ -69,33 +77,41 @@ class Command:
     start: int = 0
 
 
-@dataclass
 class _Word:
-    fields: list[str] = field(default_factory=list)
-    cur: str = ""
-    real: bool = False  # the field under construction exists (a quoted empty string makes one)
-    plain: str = ""     # the word as written, quotes removed, for the first-word checks
+    """One word under construction: its finished fields, the pieces of the field being built (lists, so a
+    long word costs linear time), whether that field exists yet, and the word as written less its quotes."""
+
+    __slots__ = ("fields", "cur", "real", "plain")
+
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+        self.cur: list[str] = []
+        self.real = False  # the field under construction exists (a quoted empty string makes one)
+        self.plain: list[str] = []
 
     def add(self, text: str) -> None:
-        self.cur += text
+        self.cur.append(text)
         self.real = True
+
+    def text(self) -> str:
+        return "".join(self.cur)
 
     def split_in(self, value: str) -> None:
         """An unquoted expansion's value: split on default IFS white space (the outer shell's IFS is bash's
         default, never inherited)."""
-        for piece in re.split(r"([ \t\n]+)", value):
+        for piece in _IFS_SPLIT.split(value):
             if not piece:
                 continue
             if piece[0] in " \t\n":
                 if self.real:
-                    self.fields.append(self.cur)
-                self.cur, self.real = "", False
+                    self.fields.append(self.text())
+                self.cur, self.real = [], False
             else:
                 self.add(piece)
 
     def done(self) -> list[str]:
         if self.real:
-            self.fields.append(self.cur)
+            self.fields.append(self.text())
         return [_normal(f) for f in self.fields]
 
 
@@ -160,16 +176,16 @@ class Scanner:
             assignment = not cmd.words and _ASSIGNMENT.match(self.s, start) is not None
             word = self.word()
             if assignment:
-                cmd.assignments.append(word.plain)
+                cmd.assignments.append("".join(word.plain))
             else:
                 cmd.words.extend(word.done())
 
     def _reserved_here(self) -> bool:
-        m = re.match(r"[^\s;&|<>()]+", self.s[self.i:])
+        m = _FIRST_WORD.match(self.s, self.i)
         return m is not None and (m.group(0) in RESERVED or m.group(0).startswith(("{", "((", "[[")))
 
     def _fd_redirection(self) -> bool:
-        m = re.match(r"\d+(?=[<>])", self.s[self.i:])
+        m = _FD.match(self.s, self.i)
         return m is not None
 
     def _operator(self) -> str:
@@ -180,9 +196,9 @@ class Scanner:
                     raise Unknown(f"'{op}(...)' (process substitution runs code)", self.i)
                 self.i += len(op)
                 return op
-        m = re.match(r"\d+(>>|>\||<>|>&|<&|<<|>|<)", self.s[self.i:])
+        m = _FD_OPERATOR.match(self.s, self.i)
         assert m is not None
-        self.i += m.end()
+        self.i = m.end()
         return m.group(0)
 
     def _redirection(self, cmd: Command, op: str) -> None:
@@ -224,25 +240,25 @@ class Scanner:
             if c == "\\":
                 if self.i + 1 >= len(s):
                     w.add("\\")  # a backslash at the very end is kept
-                    w.plain += "\\"
+                    w.plain.append("\\")
                     self.i += 1
                 elif s[self.i + 1] == "\n":
                     self.i += 2
                 else:
                     w.add(s[self.i + 1])
-                    w.plain += s[self.i + 1]
+                    w.plain.append(s[self.i + 1])
                     self.i += 2
             elif c == "'":
                 end = s.find("'", self.i + 1)
                 if end < 0:
                     raise ParseError("a single quote that never closes (a syntax error: nothing runs)", self.i)
                 w.add(s[self.i + 1:end])
-                w.plain += s[self.i + 1:end]
+                w.plain.append(s[self.i + 1:end])
                 self.i = end + 1
             elif c == '"':
                 text = self._double_quoted()
                 w.add(text)
-                w.plain += text
+                w.plain.append(text)
             elif c == "`":
                 raise Unknown("a backtick command substitution (the outer shell runs it)", self.i)
             elif c == "$":
@@ -251,12 +267,14 @@ class Scanner:
                 raise Unknown(f"an unquoted '{c}' (pathname expansion depends on the working directory)", self.i)
             elif c == "~" and (self.i == first or s[self.i - 1] in "=:") and not self.syntax_only:
                 raise Unknown("an unquoted '~' (tilde expansion)", self.i)
-            elif c == "{" and not self.syntax_only and re.match(r"\{[^\s{}]*(,|\.\.)[^\s{}]*\}", s[self.i:]):
+            elif c == "{" and not self.syntax_only and _BRACE.match(s, self.i):
                 raise Unknown("an unquoted brace expansion", self.i)
             else:
-                w.add(c)
-                w.plain += c
-                self.i += 1
+                m = _LITERAL_RUN.match(s, self.i)
+                run = m.group(0) if m else c
+                w.add(run)
+                w.plain.append(run)
+                self.i += len(run)
         return w
 
     def _double_quoted(self) -> str:
@@ -279,7 +297,7 @@ class Scanner:
             elif c == "$":
                 w = _Word()
                 self._dollar(w, quoted=True)
-                out.append(w.cur)
+                out.append(w.text())
             else:
                 out.append(c)
                 self.i += 1
@@ -297,7 +315,7 @@ class Scanner:
             self.i = i + 2
             text = self._ansi_c()
             w.add(text)
-            w.plain += text
+            w.plain.append(text)
             return
         if nxt == '"':
             raise Unknown("'$\"' (a locale-translated string)", i)
@@ -319,7 +337,7 @@ class Scanner:
             self._value(w, nxt, quoted, i)
             return
         w.add("$")  # a $ before anything else is itself
-        w.plain += "$"
+        w.plain.append("$")
         self.i = i + 1
 
     def _value(self, w: _Word, name: str, quoted: bool, at: int) -> None:
@@ -363,17 +381,17 @@ class Scanner:
             if e in _ANSI:
                 out.append(_ANSI[e])
             elif e in "01234567":
-                m = re.match(r"[0-7]{0,2}", s[self.i:])
+                m = _OCTAL.match(s, self.i)
                 digits = e + (m.group(0) if m else "")
                 self.i += len(digits) - 1
                 out.append(_byte(int(digits, 8) & 0xFF))
             elif e in "xuU":
                 width = {"x": 2, "u": 4, "U": 8}[e]
-                m = re.match(r"[0-9A-Fa-f]{1,%d}" % width, s[self.i:])
+                m = _HEX[e].match(s, self.i)
                 if not m:
                     out.append("\\" + e)
                     continue
-                self.i += m.end()
+                self.i = m.end()
                 n = int(m.group(0), 16)
                 if e == "x":
                     out.append(_byte(n))

@@ -52,10 +52,12 @@ def request_of(words: list[str]) -> Outcome:
     after = words[2:] if len(words) >= 2 and words[1] == SSH_HOST else None
     if after is None:
         return unknown("the paste changed ssh's destination word", damaged=True)
+    if after[:1] == ["--"]:  # ssh reads options again after the host, up to a "--"
+        after = after[1:]
+    elif after and after[0].startswith("-") and after[0] != "-":
+        return unknown("a word after the host starting with '-' is read by ssh as its own option")
     if not after or "".join(after) == "":
         return unknown("ssh with no command opens a shell session: no exec request", damaged=True)
-    if after[0].startswith("-") and after[0] != "-":
-        return unknown("a word after the host starting with '-' is read by ssh as its own option")
     return exact(" ".join(after))
 
 

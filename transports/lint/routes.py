@@ -46,7 +46,14 @@ def _ssh(command: str, t: Any, env: Env) -> Outcome:
     return predict_ssh(t.outer_text(command), command, env)
 
 
+SHLEX_MAX = 64 * 1024
+"""Characters above which the lint does not run ``shlex.split`` (pure Python, quadratic in a token's length:
+a megabyte takes it most of a minute); the route itself pays that on every delivery."""
+
+
 def _shlex_sh(command: str, t: Any, env: Env) -> Outcome:
+    if len(command) > SHLEX_MAX:
+        return unknown(f"longer than {SHLEX_MAX} characters: shlex.split's time on it is not spent here")
     try:
         argv = t.argv(command)
     except ValueError as e:

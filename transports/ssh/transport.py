@@ -117,9 +117,10 @@ __all__ = ["CLIENT_ENV", "HOST_ALIAS", "Remote", "Ssh", "SshSetupError", "close_
 
 def outer_program(command: str, safe: bool = False) -> str:
     """The local shell's program: ``ssh <target> "R"``, R pasted unescaped (the spec's text); with
-    ``safe``, ``ssh <target> <shlex.quote(R)>``: one word that OpenSSH sends as the request, unchanged."""
+    ``safe``, ``ssh <target> -- <shlex.quote(R)>``: one word that OpenSSH sends as the request, unchanged
+    (the ``--`` because ssh reads its options again after the host: an R starting with ``-`` would be one)."""
     if safe:
-        return "ssh " + HOST_ALIAS + " " + shlex.quote(command)
+        return "ssh " + HOST_ALIAS + " -- " + shlex.quote(command)
     return "ssh " + HOST_ALIAS + ' "' + command + '"'
 
 
