@@ -22,7 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 from tasks.validate import CheckResult, Verdict
-from transports.results.record import ConfigInfo, Output, Record, Timing, Usage
+from transports.results.record import ConfigInfo, Guard, Output, Record, Timing, Usage
 from transports.registry import known
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,7 +188,7 @@ def test_every_record_field_is_in_the_spec(field: str) -> None:
     assert field in code_words(SPEC), f"record field {field} is not documented in docs/spec.md"
 
 
-@pytest.mark.parametrize("model", [ConfigInfo, Output, Usage, Timing, Verdict, CheckResult],
+@pytest.mark.parametrize("model", [ConfigInfo, Output, Usage, Timing, Verdict, CheckResult, Guard],
                          ids=lambda m: m.__name__)
 def test_every_nested_record_field_is_in_the_spec(model: type[BaseModel]) -> None:
     missing = [f for f in model.model_fields if f not in code_words(SPEC)]

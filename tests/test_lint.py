@@ -200,3 +200,26 @@ def test_a_fifo_or_missing_file_is_refused_not_waited_on(tmp_path: Path, capsys,
     assert code == 2 and "NAME=VALUE" in err
     code, _, err = cli(capsys, monkeypatch, "lint", "--transport", "bogus", "--command", "x")
     assert code == 2 and "unknown transport 'bogus'" in err
+
+
+@pytest.mark.needs("bwrap")
+def test_report_lint_sets_predictions_against_measured_damage(tmp_path: Path, capsys, monkeypatch) -> None:
+    import anyio
+
+    from tasks.load import get_task
+    from transports.execute import execute
+
+    task = get_task("file-write/control")
+    runs = [(c, t) for c in ('echo "hello world" > out.txt', "echo 'hello world' > out.txt", "echo `id`")
+            for t in ("nested", "raw")]
+    records = [anyio.run(lambda: execute(task, t, c, draw=k)) for k, (c, t) in enumerate(runs)]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint", "--json")
+    rows = {row["transport"]: row for row in json.loads(out)["lint"]}
+    assert code == 0
+    assert (rows["nested"]["records"], rows["nested"]["damaged"], rows["nested"]["caught"]) == (3, 2, 2)
+    assert rows["nested"]["recall"] == 1.0 and rows["nested"]["false_alarm_rate"] == 0.0
+    assert rows["nested"]["missed"] == 0 and rows["raw"]["flagged"] == 0
+    code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint")
+    assert "Lint predicted" in out and "recall" in out

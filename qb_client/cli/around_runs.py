@@ -94,6 +94,8 @@ def report_cmd(
     damaged: Optional[str] = typer.Option(None, "--damaged", metavar="TRANSPORT|all",
                                           help="List the damaged commands on this transport (task, contract, "
                                                "transport, command, received) instead of the report."),
+    lint: bool = typer.Option(False, "--lint", help="Add the lint-predicted table: per transport, the share of the "
+                              "measured damage `quotebench lint` flags from the text alone, and its false alarms."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
@@ -104,7 +106,7 @@ def report_cmd(
     if csv_path is not None:
         check_output_file("--csv", csv_path)
     raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json,
-                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged))
+                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged, lint=lint))
 
 
 # ---------------------------------------------------------------- bench

@@ -10,7 +10,8 @@ Public API:
 
 Inside: :mod:`.load` reads and checks records, :mod:`.compute` (with :mod:`.stats`, :mod:`.groups`,
 :mod:`.paths`, :mod:`.harnesses`, :mod:`.turns`, :mod:`.order`) makes the document, :mod:`.terminal` and
-:mod:`.page` (with :mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands.
+:mod:`.page` (with :mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands,
+:mod:`.lint_check` sets the lint's predictions against the measured damage (``report --lint``).
 
 May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console` and
 :mod:`qb_client.views`. Never a campaign or the CLI: a report is made from results files alone. This
@@ -34,7 +35,7 @@ __all__ = [
 
 
 def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_path: str | None = None,
-                   damaged: str | None = None) -> int:
+                   damaged: str | None = None, lint: bool = False) -> int:
     """Load, compute, print (JSON or tables) to stdout, write the HTML page if asked; the exit code.
 
     Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2),
@@ -59,6 +60,10 @@ def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_pat
                 render_damaged(rows, out, damaged)
             return 0
     doc = compute(records)
+    if lint:
+        from .lint_check import lint_section
+
+        doc["lint"] = lint_section(records)
     if html:  # written first: a bad path fails before anything is printed
         write_html(doc, html)
     if as_json:
@@ -67,6 +72,10 @@ def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_pat
         from ..console import out  # markup and emoji off; the terminal's width, COLUMNS, or room when piped
 
         render_terminal(doc, out)
+        if lint:
+            from .lint_check import render_lint
+
+            out.print(render_lint(doc["lint"]))
     if html:
         print(f"quotebench report: wrote {html}", file=sys.stderr)
     return 0

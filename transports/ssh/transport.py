@@ -180,7 +180,7 @@ class Ssh:
         transport's and not a copy of them."""
         self.name = ("ssh-safe" if safe else "ssh") + ("" if shell is DEFAULT else f"@{shell.name}")
         self.fixes = self.name.replace("ssh-safe", "ssh") if safe else None
-        self.boundary = ("quoted with shlex.quote into ssh <target> 'R': OpenSSH sends R as the request "
+        self.boundary = ("quoted with shlex.quote into ssh <target> -- 'R': OpenSSH sends R as the request "
                          "(the fix: no damage expected)" if safe else
                          'pasted unescaped into ssh <target> "R" (double-quote boundary, then the client joins the words)')
 
