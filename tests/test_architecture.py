@@ -29,9 +29,9 @@ re-exports its own submodules (``qb_server``, ``qb_client.report``,
 ``qb_client.providers``) closes a cycle only when one of those submodules takes a
 name back from the package itself, which is a real circle at import time.
 
-``transports/`` and ``tasks/`` still have findings that their own layout step
-removes; they are listed, by a key that does not change while the violation
-stays the same, in ``TRANSPORTS_LEFT`` and ``TASKS_LEFT``, so this test is green
+Findings inside ``transports/`` and ``tasks/`` that are known and not yet fixed
+are listed, by a key that does not change while the violation stays the same, in
+``TRANSPORTS_LEFT`` and ``TASKS_LEFT``, so this test is green
 and fails on any NEW violation. Both sets must shrink to empty: a stale entry (its
 violation fixed) fails too.
 """
@@ -47,12 +47,11 @@ PACKAGES = ("tasks", "transports", "quotebench", "qb_server", "qb_client")  # ea
 MAX_LINES = 400
 LONG_REASON = "over 400 lines"
 
-# Present findings inside transports/, fixed by the transports half of issue 19 (step 14).
+# Known findings inside transports/.
 # MUST shrink to empty: remove an entry when its violation is gone (a stale entry fails the test).
 TRANSPORTS_LEFT: frozenset[str] = frozenset()
 
-# Present findings inside tasks/ (two long modules without a stated reason), left to whoever
-# next edits tasks/. MUST shrink to empty, like TRANSPORTS_LEFT.
+# Known findings inside tasks/. MUST shrink to empty, like TRANSPORTS_LEFT.
 TASKS_LEFT: frozenset[str] = frozenset()
 
 LEFT = TRANSPORTS_LEFT | TASKS_LEFT

@@ -1,4 +1,4 @@
-"""`quotebench bench harnesses` (issue "step 15", part 4): the cost of a run through each real agent harness,
+"""`quotebench bench harnesses`: the cost of a run through each real agent harness,
 against raw on the harness's final shell in the same run and against a bare `bash -c true`. One timed run on
 claude-code (after its warm-up run): about 5 s idle, up to 40 s on a loaded machine."""
 

@@ -1,9 +1,9 @@
-"""Attacks on how the harness learns ``received`` (issue: step 6, item 1; step 7, item 4).
+"""Attacks on how the harness learns ``received``, and on the exec trace it is read from.
 
-The nested family's capture used to be a file in the sandbox that the host read back:
-a FIFO there hung the harness, a symlink copied a host file into the record, and a plain
-write forged ``received``. These tests are the attacks, run through the real transports
-and real bash, each bounded in time so that a regression fails instead of hanging.
+A capture file in the sandbox that the host read back would be the command's to attack: a FIFO there
+would hang the harness, a symlink copy a host file into the record, a plain write forge ``received``.
+These tests are the attacks, run through the real transports and real bash, each bounded in time so
+that a regression fails instead of hanging; floods of execs and forks keep the trace bounded too.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from transports.execute import execute
 from transports.sandbox import Limits
 
 from bounded import bounded
+from probes import traced
 
 LIMITS = Limits(timeout_s=4)
 TASK = get_task("file-write/control")
@@ -146,7 +147,7 @@ def test_an_r_that_bash_refuses_as_options_is_refused_alike_on_nested_and_raw(co
 
 @pytest.mark.parametrize(("argv", "program"), [
     ([b"bash", b"-c", b"-x", b"echo hi"], "echo hi"),
-    ([b"/run/qb-shim/bash", b"-cx", b"echo hi"], "echo hi"),        # was None: -c is not the cluster's last letter
+    ([b"/run/qb-shim/bash", b"-cx", b"echo hi"], "echo hi"),        # -c need not be the cluster's last letter
     ([b"bash", b"-c", b"-o", b"errexit", b"echo hi"], "echo hi"),   # -o takes the next word
     ([b"bash", b"-c", b"--", b"-x"], "-x"),                         # -- ends the options
     ([b"bash", b"-c", b"-x echo hi"], "-x echo hi"),                # refused as options: the word after -c
@@ -158,3 +159,32 @@ def test_received_from_reads_the_options_as_the_shell_does(argv: list[bytes], pr
     from transports.capture import received_from
 
     assert received_from(argv) == program
+
+
+@pytest.mark.needs("bwrap")
+def test_an_exec_flood_after_the_boundary_keeps_the_final_shell() -> None:
+    """1200 execs after the boundary cannot push the final shell out of the trace."""
+    command = "seq 1200 | xargs -n1 /bin/true; echo hello world > out.txt"
+    record = execute_with(20, "nested", command)
+    assert record.received == command and not record.damaged and record.verdict.passed
+    assert "past the trace's cap" in (record.received_note or "")
+
+
+@pytest.mark.needs("bwrap")
+def test_the_trace_keeps_a_bounded_number_of_bytes() -> None:
+    """The trace holds at most 20 MiB of arguments and environment in all, not each exec's whole (up to 2 MiB
+    of arguments and 1 MiB of environment, 1024 times: 3 GiB in the harness, outside the sandbox's memory
+    cgroup)."""
+    command = ("ulimit -s unlimited 2>/dev/null || ulimit -s $(ulimit -H -s); a=$(head -c 120000 /dev/zero | tr '\\0' a); export E1=$a E2=$a E3=$a E4=$a E5=$a E6=$a E7=$a; "
+               "set -- $a $a $a $a $a $a $a $a $a $a $a $a $a $a $a; for i in $(seq 40); do bash -c : \"$@\"; done")
+    ex, _, _ = traced(command, timeout=20)
+    assert len(ex.trace.execs) >= 40
+    kept = sum(sum(map(len, e.argv)) + sum(map(len, e.env or ())) for e in ex.trace.execs)
+    assert kept <= 20 << 20
+
+
+@pytest.mark.needs("bwrap")
+def test_a_fork_loop_s_trace_is_bounded_by_the_time_limit() -> None:
+    """Bounded by time only: a fork loop adds one small entry per fork, a few thousand a second."""
+    ex, _, _ = traced("while :; do (:); done", timeout=3)
+    assert ex.timed_out and len(ex.trace.forks) < 200_000

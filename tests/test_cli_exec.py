@@ -1,4 +1,4 @@
-"""`quotebench exec` as a newcomer reads it (issue 21, item 3): invisible changes made visible, (damaged)
+"""`quotebench exec` as a newcomer reads it: invisible changes made visible, (damaged)
 on its own line, the route's rule and intermediate text, several transports side by side, a scratch run."""
 
 from __future__ import annotations

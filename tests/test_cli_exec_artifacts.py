@@ -1,4 +1,4 @@
-"""`quotebench exec` shows the intermediate text of docker-sh, tmux and shell-quote-eval (issue 21 leftovers),
+"""`quotebench exec` shows the intermediate text of docker-sh, tmux and shell-quote-eval,
 each from the transport's own public function: the docker command line, the argv of tmux send-keys (checked
 against the argv the kernel saw run), and what shell-quote-eval hands to bash."""
 

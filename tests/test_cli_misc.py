@@ -1,4 +1,4 @@
-"""Issue 21, item 6: what a newcomer hit on the command line, each pinned as the user sees it."""
+"""What a newcomer meets on the command line, each pinned as the user sees it."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_errors_a_rerun_resolved_are_dropped(tmp_path: Path) -> None:
 
 
 def test_readme_numbers_match_the_code() -> None:
-    """The README's counts and versions are the code's, not a past run's (issue 21: stale docs)."""
+    """The README's counts and versions are the code's, not a past run's."""
     from tasks.load import suite
     from tasks.nearmiss import near_misses
 

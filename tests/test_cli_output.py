@@ -199,7 +199,7 @@ def test_a_file_in_the_way_of_an_output_directory_is_one_line(tmp_path: Path, ar
 
 
 def test_missing_output_directories_are_made(tmp_path: Path) -> None:
-    """One rule for every output: what is missing on the way is created (issue 21: `--out runs/inspect`)."""
+    """One rule for every output: what is missing on the way is created (`--out runs/inspect`)."""
     store = tmp_path / "replies.jsonl"
     store.write_text(json.dumps({"task_id": "file-write/control", "command": "true"}) + "\n")
     r = qb("replay", str(store), "--transports", "raw", "--out", "runs/a/results.jsonl", cwd=tmp_path)
@@ -312,7 +312,7 @@ def on_a_pty(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 def test_progress_totals_are_known_up_front_and_never_go_backwards(tmp_path: Path) -> None:
-    # the demo runs two campaigns (two agents); the totals used to grow when the second began
+    # the demo runs two campaigns (two agents); the totals must not grow when the second begins
     code, text = on_a_pty(["demo", "--transports", "raw", "--out", str(tmp_path / "demo"),
                            "--html", str(tmp_path / "r.html")], tmp_path)
     assert code == 0, text[-2000:]

@@ -2,18 +2,22 @@
 
 One live audit of claude-code (six runs at once: four through Claude Code, two through raw; a few seconds) is held
 equal to the committed ``docs/audits/claude-code.json`` on every stable row; each committed audit is held equal
-to its table in docs/harnesses.md; the rest is parsing and bad input, without a harness run. mini-swe-agent's live
+to its table in docs/harnesses.md; the rest is parsing and bad input (hostile ``--from`` documents: a FIFO, a huge file, deep nesting, forged
+rows), without a harness run. mini-swe-agent's live
 audit (about 40 s on a loaded 2-core machine) is not run here: its table is held to its committed document only.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from probes import cli_process, one_line_refusal
 
 from qb_client.audit import probes
 from qb_client.audit.measure import audit
@@ -217,3 +221,48 @@ def test_the_probes_hold_nothing_a_harness_may_refuse_and_no_single_quote() -> N
     for probe in (probes.main_probe, probes.cap_probe, probes.trim_probe):
         text = probe("/sandbox/work/qb-audit")
         assert "'" not in text and "$(" not in text and "`" not in text and "<(" not in text
+
+
+def test_audit_from_a_fifo_does_not_hang(tmp_path: Path) -> None:
+    """Attack: ``quotebench harness audit claude-code --from FIFO``. Safe behaviour (docs/sandbox.md, Input
+    files): a FIFO is refused by name, never opened: one line, exit 2, at once."""
+    fifo = tmp_path / "audit.json"
+    os.mkfifo(fifo)
+    try:
+        done = cli_process("harness", "audit", "claude-code", "--from", str(fifo), timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("harness audit --from hung on a FIFO")
+    assert one_line_refusal(done), done.stderr
+
+
+def test_audit_from_a_huge_file_is_refused_by_its_size_in_one_line(tmp_path: Path) -> None:
+    """Attack: ``--from`` a 3 GiB (sparse) file. Safe behaviour: refused before reading, by its size: one line,
+    exit 2, never a traceback or unbounded memory (the CLI runs under a 1.5 GB address-space limit here)."""
+    big = tmp_path / "audit.json"
+    with open(big, "wb") as fh:
+        fh.truncate(3 << 30)
+    done = cli_process("harness", "audit", "claude-code", "--from", str(big), timeout=30, limit_as=1_500_000_000)
+    assert one_line_refusal(done), done.stderr[-500:]
+
+
+def test_audit_from_a_deeply_nested_document_is_one_line(tmp_path: Path) -> None:
+    """Attack: ``--from`` a JSON array nested 100,000 deep. Safe behaviour: one line, exit 2 (no RecursionError)."""
+    deep = tmp_path / "audit.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    done = cli_process("harness", "audit", "claude-code", "--from", str(deep))
+    assert one_line_refusal(done) and str(deep) in done.stderr, done.stderr
+
+
+def test_audit_from_cannot_forge_markdown_rows_or_send_terminal_escapes(tmp_path: Path) -> None:
+    """Attack: an audit document (valid to the model) whose first row's value holds an OSC/CSI escape and a newline
+    followed by a whole forged table row. Safe behaviour: ``--markdown`` prints one table line per row (a value
+    stays in its cell) and no control character reaches the terminal (as the rich table already does)."""
+    doc = json.loads((ROOT / "docs" / "audits" / "claude-code.json").read_text())
+    doc["rows"][0]["harness"] = "x\x1b]0;pwned\x07\x1b[2J\n| shell | forged row | `yes` | `no` |"
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    done = cli_process("harness", "audit", "claude-code", "--from", str(path), "--markdown")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert len(table) == len(doc["rows"]) + 1  # the header and one line per row (the |---| line starts with "|-")

@@ -1,12 +1,17 @@
 """The `codex` route: the real Codex CLI 0.171.0, driven offline by the courier inside the sandbox.
 
-A harness run costs about a second (three under load), so the file runs eight: the control task's reference
-solution, four hostile commands, a login-shell difference against ``raw`` (one run each), and a command that
-attacks the courier. ``received`` is ``argv[2]`` of the ``bash -lc`` that Codex's own helper process executed,
+A harness run costs about a second (three under load), so the file runs fourteen: the control task's reference
+solution, four hostile commands, a login-shell difference against ``raw`` (one run each), a command that
+attacks the courier, and six hostile models' commands: one that Codex's own apply_patch runs without a shell,
+a refusal, a crash signal sent to the harness, writes into the installed harness, the network, and a courier
+log swapped for a link. ``received`` is ``argv[2]`` of the ``bash -lc`` that Codex's own helper process executed,
 read from the kernel's exec trace (docs/harnesses.md); the final-shell picker is tested on synthetic traces too.
 """
 
 from __future__ import annotations
+
+import socket
+import threading
 
 import anyio
 import pytest
@@ -21,6 +26,8 @@ from probes import network_asked
 
 TASK = get_task("file-write/control")
 LIMITS = Limits(timeout_s=30)
+ATTACK = Limits(timeout_s=40)  # the attacks below, each one harness run or two
+GOOD = 'echo "hello world" > out.txt'
 HARNESS = pytest.mark.needs("bwrap", "python3", "codex")
 
 
@@ -151,3 +158,108 @@ def test_an_unreadable_program_gives_no_received() -> None:
     cut = ex(8, 12, 11, BASH, b"/usr/bin/bash", b"-lc", b"echo 'a", complete=False)
     final = login_shell([*LAUNCH, HELPER, cut], FORKS)
     assert final.exec is cut and final.received is None and "whole" in (final.note or "")
+
+
+@HARNESS
+def test_an_apply_patch_codex_runs_itself_is_damage_with_no_received() -> None:
+    """Attack: R = ``apply_patch <<'EOF' ... *** Add File: out.txt ... EOF``. Codex recognises the apply_patch
+    invocation inside its exec_command and writes the file itself, so the kernel sees no ``bash -lc`` at all.
+    Safe behaviour: the record says what happened. ``received`` is null (no shell got
+    anything), so the record is ``damaged``: the route did something else than run R in a shell, and here that
+    made a command which fails on ``raw`` (bash has no ``apply_patch``) pass; the note names the interception."""
+    command = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: out.txt\n+hello world\n*** End Patch\nEOF\n"
+    r = rec("codex", command, ATTACK)
+    assert r.error is None and r.transport_error is None
+    assert r.received is None and r.damaged and "apply_patch" in (r.received_note or ""), r.received_note
+    assert r.verdict.passed and not rec("raw", command).verdict.passed
+
+
+@HARNESS
+def test_codex_s_refusal_of_rm_f_is_a_transport_error_naming_it() -> None:
+    """Attack (a refusal hidden as damage): R = ``rm -f nothing; echo "hello world" > out.txt``, an ordinary
+    command. Codex refuses it before any shell (its tool result says ``rejected: rm -f style commands are not
+    permitted``). Safe behaviour: as on gemini-cli, a harness refusal is a transport error naming it (counted in
+    ``refused``), not silent damage; at least the record must say the harness refused."""
+    r = rec("codex", 'rm -f nothing; echo "hello world" > out.txt', ATTACK)
+    assert r.received is None and not r.verdict.passed
+    assert r.transport_error is not None and "rm -f" in r.transport_error, (r.transport_error, r.received_note)
+
+
+@HARNESS
+def test_r_that_kills_codex_with_sigill_stays_a_model_outcome() -> None:
+    """Attack on the crash rule: R does the task, then sends SIGILL to Codex (its shell's parent), so the harness
+    "dies of a crash signal" (exit 132) as Claude Code's runtime does. Safe behaviour: the kernel saw the final
+    shell, so the record is NOT a harness error (which would drop it from every rate): received == R, no error."""
+    command = GOOD + "; kill -ILL $PPID"
+    r = rec("codex", command, ATTACK)
+    assert r.exit_code == 132
+    assert r.error is None and r.received == command and not r.damaged and r.verdict.passed
+
+
+@HARNESS
+def test_r_cannot_write_into_the_installed_harness() -> None:
+    """Attack on the host's files and on every later run: R finds the Codex binary it was started by
+    (``/proc/$PPID/exe``) and tries to create a file beside it and touch it, i.e. to plant something in the
+    per-user npm cache that every later run executes. Safe behaviour: the bind is read-only; nothing appears in
+    the host's cache and the binary is untouched (harmless probes only: a new file and an mtime)."""
+    from transports.harnesses.codex import Codex
+
+    route = Codex()
+    program = route.program(route.installed())
+    planted = program.parent / "qb-planted-pwned"
+    before = program.stat()
+    command = ('exe=$(readlink /proc/$PPID/exe); touch "$(dirname "$exe")/qb-planted-pwned"; touch -c "$exe"; '
+               + GOOD)
+    try:
+        r = rec("codex", command, ATTACK)
+        assert r.received == command and r.verdict.passed
+        assert not planted.exists()
+        assert program.stat().st_mtime_ns == before.st_mtime_ns and program.stat().st_size == before.st_size
+    finally:
+        if planted.exists():
+            planted.unlink()
+
+
+@HARNESS
+def test_r_reaches_neither_the_network_nor_a_host_loopback_listener() -> None:
+    """Attack on the network: R connects to a public address and to a listener the host opened on 127.0.0.1, and
+    writes the wrong file if either works. Safe behaviour: the sandbox's network namespace has its own loopback
+    only: both fail, the listener sees nothing, and R writes the right file (pass)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(15)
+    port = listener.getsockname()[1]
+    hits: list[object] = []
+
+    def accept() -> None:
+        try:
+            hits.append(listener.accept())
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    probe = ("import socket,sys\nfor a in (('1.1.1.1',53),('127.0.0.1',%d)):\n try:\n  socket.create_connection(a,2)"
+             "\n  sys.exit(0)\n except OSError: pass\nsys.exit(1)\n") % port
+    command = f"if python3 -c '{probe}'; then echo leaked > out.txt; else {GOOD}; fi"
+    try:
+        r = rec("codex", command, ATTACK)
+    finally:
+        listener.close()
+        t.join(5)
+    assert r.received == command
+    assert r.verdict.passed, "R reached the network"
+    assert not hits
+
+
+@HARNESS
+def test_a_courier_log_swapped_for_a_link_to_a_host_file_is_not_followed() -> None:
+    """Attack on the host's read of the courier's log (``harness_log``): R replaces ``courier.log`` in its run
+    directory with a symlink to ``/etc/passwd``; a host that followed it would copy a host file into the record.
+    Safe behaviour: the host reads the log without following links: ``harness_log`` is null (or the courier's own
+    text), never the host file; received and the verdict are untouched."""
+    command = 'for f in /sandbox/meta/*/courier.log; do ln -s /etc/passwd "$f.new" && mv "$f.new" "$f"; done; ' + GOOD
+    r = rec("codex", command, ATTACK)
+    assert r.received == command and r.verdict.passed and r.error is None
+    assert r.harness_log is None or "root:x:0:0" not in r.harness_log

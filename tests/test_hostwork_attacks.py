@@ -1,6 +1,6 @@
-"""Issue 18, item 3: one run never changes another's verdict or timing.
+"""One run never changes another's verdict or timing.
 
-Each test is an attack a hostile review found, run through the real parts (the sandbox, the
+Each test is an attack, run through the real parts (the sandbox, the
 ssh transport with its embedded server, ``python -m qb_server`` over streamable HTTP with the
 real MCP client). Nothing of ours is mocked, and no assertion is on a duration: the tests
 assert on what was recorded (the innocent run is not ``timed_out`` and passes, the fourth
@@ -20,7 +20,9 @@ from typing import Any
 
 import anyio
 import pytest
+from bounded import bounded
 from mcp import Client
+from probes import STORM
 from test_mcp_server import HttpServer, _calls, _ends, _meta, http_servers  # noqa: F401
 
 from tasks.load import get_task
@@ -152,9 +154,9 @@ async def test_a_hit_process_cap_is_recorded_as_processes() -> None:
 @pytest.mark.needs("pids-cgroup")
 async def test_a_refused_fork_is_counted_once_while_its_run_group_is_removed() -> None:
     """Every run counts the sandbox's refused forks before and after (the whole subtree plus the tally of removed
-    run groups). The removal of the last run's group, queued on the cleanup thread, held the count's lock through
-    its rmdir retries, so the next run's count waited on it on the event loop; now the group's count moves to
-    the tally first and the rmdir runs outside the lock. A count taken at any moment meanwhile sees the refused
+    run groups). The removal of the last run's group, queued on the cleanup thread, moves the group's count to
+    the tally first and runs its rmdir retries outside the count's lock, so the next run's count (on the event
+    loop) does not wait on it. A count taken at any moment meanwhile sees the refused
     forks once: never twice (walk and tally), never not at all. The group's last member holds 400 MiB, so it
     takes a while to die and the rmdir retries meanwhile."""
     import threading
@@ -246,3 +248,22 @@ async def test_serve_records_a_hit_process_cap(tmp_path: Path, http_servers: lis
     assert server.stop() == 0
     [call] = _calls(record)
     assert call["limit_hit"] == "processes" and not call["timed_out"]
+
+
+def test_a_hostile_neighbour_leaves_an_innocent_run_s_record_intact() -> None:
+    """Beside a run that storms forks (forkers SIGKILLed mid-fork) and SIGKILLs everything it sees,
+    an innocent run in its own sandbox keeps its output, status and first program, in time."""
+    async def one(cmd: str, out: dict, key: str) -> None:
+        with Sandbox.create(None, Limits(timeout_s=10)) as box:
+            out[key] = await box.run(["bash", "-c", cmd])
+
+    async def go():
+        out: dict = {}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, STORM.replace("echo done", "kill -9 -1"), out, "bad")
+            tg.start_soon(one, "sleep 0.5; echo innocent; exit 5", out, "good")
+        return out
+    out = bounded(lambda: anyio.run(go), 80)
+    good = out["good"]
+    assert good.exit_code == 5 and good.stdout.text == "innocent\n" and not good.timed_out
+    assert [e.argv[0] for e in good.trace.execs] == [b"bash", b"sleep"] and good.limit_hit is None

@@ -1,7 +1,7 @@
-"""Every input file is hostile (issue 18, item 4): suites, task files, reply stores, results files,
+"""Every input file is hostile: suites, task files, reply stores, results files,
 ``serve --record`` files, campaign directories and Inspect logs, each attacked through the real CLI.
 
-Each test is an attack a hostile review found. The bar is the project's bad-input rule: exit 2, one
+Each test is an attack. The bar is the project's bad-input rule: exit 2, one
 line on stderr naming the file (and the field or line), no traceback, nothing half-written. Every
 attacking subprocess runs under an address-space limit and a timeout, so a regression (a read of
 ``/dev/zero``, an inflated zip bomb, a hang on a FIFO) fails the test instead of eating the machine.

@@ -112,7 +112,7 @@ def test_raw_replies_generated_once_and_judged_on_every_transport(tmp_path: Path
 
 
 def test_import_and_report_reproduce_our_driver_on_the_same_replies(tmp_path: Path) -> None:
-    """The done-when of step 11: import-inspect + report give the cells our own replay gives on the imported
+    """import-inspect + report give the cells our own replay gives on the imported
     replies, execution by execution."""
     model, _ = scripted(lambda task, contract, tools: fence(task.solution))
     run_eval(model, tmp_path / "logs", contract="raw", transports="raw,nested", tasks="argv-pass/*,file-write/*")

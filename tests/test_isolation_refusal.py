@@ -1,5 +1,5 @@
 """Without isolation, commands that run a live model's replies, or serve them, refuse to start
-unless the user opts out with one flag (step 6, item 6). QB_NO_BWRAP=1 stands in for a machine
+unless the user opts out with one flag. QB_NO_BWRAP=1 stands in for a machine
 without bubblewrap, set the way a user would: in the environment of the real CLI."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_a_bwrap_that_cannot_make_a_sandbox_is_named_not_used() -> None:
     assert starts("/nonexistent/bwrap").startswith("/nonexistent/bwrap cannot start: ")
 
 
-# -- where root cannot be dropped (step 13): QB_NO_UID_DROP=1 stands in for a machine without user namespaces
+# -- where root cannot be dropped: QB_NO_UID_DROP=1 stands in for a machine without user namespaces
 
 ROOT_ENV = {k: v for k, v in os.environ.items() if k != "QB_NO_BWRAP"} | {"QB_NO_UID_DROP": "1"}
 

@@ -1,5 +1,5 @@
-"""Memory, disk and leftover limits of the sandbox (step 6, item 5): floods end cleanly, the record
-says which cap, and the host keeps nothing. Each attack is a real command in a real sandbox."""
+"""Memory, disk, file-size and leftover limits of the sandbox: floods end cleanly, the record says which
+cap (and only the kernel's report says it), and the host keeps nothing. Each attack is a real command in a real sandbox."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import anyio
+from probes import run_each
 
 from tasks.load import get_task
 from transports.execute import execute
@@ -159,11 +160,10 @@ os.kill(os.getpid(), signal.SIGKILL)  # the harness killed between the spawn and
 
 
 def test_a_launcher_whose_harness_dies_before_the_seize_ends_itself_having_run_nothing() -> None:
-    """BROKEN once, fixed by design since: a launcher that stopped itself (``kill -STOP $$``) until the tracer
-    seized it stayed stopped for ever when the harness was killed in between (a campaign killed at the wrong
-    millisecond: seen once in a full CI run), an orphan in no cgroup; a sweep by the next harness ended it.
-    Now the launcher waits for the tracer's line on its stdin, and a harness that dies closes that pipe:
-    the launcher reads its end and exits on its own, with no harness started after it, and nothing of the run
+    """A harness killed between starting the launcher and seizing it (a campaign killed at the wrong
+    millisecond) must not leave it behind: a launcher that stopped itself until the tracer seized it would stay
+    stopped for ever, an orphan in no cgroup. The launcher waits for the tracer's line on its stdin instead,
+    and a harness that dies closes that pipe: the launcher reads its end and exits on its own, with no harness started after it, and nothing of the run
     (bwrap, the command) ever ran."""
     done = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=60)
     pid_text, workdir = done.stdout.split()
@@ -212,3 +212,10 @@ def test_a_dead_processes_tmpfs_root_is_detached_wherever_it_was_made(tmp_path: 
     subprocess.run([sys.executable, "-c", "from transports.sandbox import Sandbox; Sandbox.create().close()"],
                    check=True, timeout=60, capture_output=True)
     assert not os.path.ismount(stale) and not stale.exists()
+
+
+def test_a_command_cannot_forge_limit_hit_file_size() -> None:
+    """``limit_hit: file-size`` is the kernel's report of a process killed by SIGXFSZ, never the exit code
+    (128+SIGXFSZ) or stderr's words, both the command's to choose."""
+    got = run_each(["exit 153", "echo 'File size limit exceeded' >&2"])
+    assert [ex.limit_hit for ex, _ in got] == [None, None]

@@ -1,9 +1,9 @@
 """A path whose component cannot be had is a harness error, tried once per process, never path damage.
 
-The blocker (issue 21, item 1): with the host's ``npm install shell-quote@1.8.3`` failing, every piped
-command on ``shell-quote-eval`` retried the install (about 70 s each), was recorded as a damaged
-transport error, the report showed "-66.7 points of damage" and ``replay`` exited 0. Here npm fails
-for real: its registry is 127.0.0.1:1 (nothing listens) and its cache is empty.
+With the host's ``npm install shell-quote@1.8.3`` failing, a piped command on ``shell-quote-eval`` must
+not retry the install (about 70 s each), be recorded as a damaged transport error, count as "points of
+damage" in the report, or let ``replay`` exit 0. Here npm fails for real: its registry is 127.0.0.1:1
+(nothing listens) and its cache is empty.
 """
 
 from __future__ import annotations
@@ -129,3 +129,20 @@ def test_a_missing_program_is_a_harness_error_before_anything_runs(tmp_path: Pat
 ])
 def test_npm_reason_is_the_code_and_the_line_that_says_why(stderr: str, reason: str) -> None:
     assert npm_cache.npm_reason(stderr) == reason
+
+
+@pytest.mark.needs("bwrap")
+def test_a_program_only_transport_with_a_missing_program_is_a_harness_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transport that needs only programs is checked inline on the loop (no thread hop): a missing program is
+    still a harness error with nothing run (here the final shell, looked up in an empty search path)."""
+    from transports.execute import deliver
+    from transports.registry import get
+    from transports.sandbox import Sandbox
+
+    monkeypatch.setattr(needs, "SEARCH_PATH", "/nonexistent-qb-search-path")
+
+    async def go():
+        with Sandbox.create(TASK, Limits(timeout_s=5)) as box:
+            return await deliver(get("raw"), "echo hi", box)
+    d = anyio.run(go)
+    assert d.execution is None and d.harness_error is not None and "not found" in d.harness_error, d

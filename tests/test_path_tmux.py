@@ -341,3 +341,15 @@ def test_tmux_safe_reproduces_raw(command: str) -> None:
     assert safe.received == command and safe.transport_error is None
     assert safe_files == raw_files
     assert safe.execution and raw.execution and safe.execution.exit_code == raw.execution.exit_code
+
+
+def test_each_entry_must_come_from_the_writer_the_hooks_use() -> None:
+    """P from the shell itself, C and W from its hook fork; anything else stops the parse as damage."""
+    log = b"P 0\nW\nC 3\nabc\nP 1\n"
+    honest = [(0, False), (4, True), (6, True), (10, True), (14, False)]
+    assert parse_log(log, honest).damage is None and parse_log(log, honest).lines == ["abc"]
+    assert "C entry written by the shell" in parse_log(log, [(0, False), (4, True), (6, False), (14, False)]).damage
+    assert "C entry written by the shell" in parse_log(log, [(0, False), (4, True), (6, True), (10, False)]).damage
+    assert "W entry written by the shell" in parse_log(log, [(0, False), (6, True), (14, False)]).damage
+    assert "P entry written by a fork" in parse_log(log, [(0, False), (4, True), (6, True), (10, True)]).damage
+    assert "P entry written by a fork" in parse_log(log, [(0, True), (4, True)]).damage

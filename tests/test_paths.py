@@ -1,4 +1,4 @@
-"""Deployment paths (step 8): the catalogue, each path's received against its real component, and
+"""Deployment paths: the catalogue, each path's received against its real component, and
 every ``-safe`` fix reproducing ``raw`` on the same final shell over the 112 reference solutions
 and a hostile corpus (verdict equal, received == R)."""
 

@@ -1,4 +1,4 @@
-"""The README's deployment-paths table is the catalogue that `transports list` prints (step 8)."""
+"""The README's deployment-paths table is the catalogue that `transports list` prints."""
 
 from __future__ import annotations
 

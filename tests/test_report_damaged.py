@@ -1,5 +1,5 @@
 """`report --damaged TRANSPORT` and `report --csv FILE` list the damaged commands without jq; a path whose
-baseline did not run says how to add it (issue 21, item 3)."""
+baseline did not run says how to add it."""
 
 from __future__ import annotations
 

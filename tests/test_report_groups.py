@@ -1,4 +1,4 @@
-"""Rank agreement within groups (issue 21 leftovers): each suite's on the page as on the terminal, a tau
+"""Rank agreement within groups: each suite's on the page as on the terminal, a tau
 on few shared tasks marked restricted, and multi-turn configs ranked apart from one-shot ones."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The report's agent harness group (issue "step 15", part 2): each harness route per contract, against raw on
+"""The report's agent harness group: each harness route per contract, against raw on
 the same final shell under the same contract, apart from the deployment paths, in the JSON, the terminal and
 the HTML page. Exact values on a hand-sized results file whose baselines all differ, so a wrong baseline
-(another contract's, or another shell's) changes the number."""
+(another contract's, or another shell's) changes the number. A harness record with a malformed field is one
+line naming the file, the line and the field."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import io
 import json
 from pathlib import Path
 
+import anyio
 import numpy as np
+import pytest
+from probes import cli_process, one_line_refusal
 from rich.console import Console
 
 from qb_client.report import fmt, stats
@@ -17,8 +21,11 @@ from qb_client.report.compute import compute
 from qb_client.report.load import load_records
 from qb_client.report.page import render_html
 from qb_client.report.terminal import render_terminal
+from tasks.load import get_task
 from tasks.validate import Verdict
+from transports.execute import execute
 from transports.results.record import ConfigInfo, Output, Record
+from transports.sandbox import Limits
 
 TASKS = [(f"{f}/{k}", f) for f in ("fa", "fb", "fc", "fd") for k in (1, 2)]
 HARNESS = {"claude-code": ("claude-code", "2.1.197"), "mini-swe-agent": ("mini-swe-agent", "2.4.6"),
@@ -133,3 +140,18 @@ def test_terminal_and_page_show_the_group_apart_from_the_paths(tmp_path: Path) -
     assert harness_html.count("<tr>") == 5  # the head and four rows
     assert "<svg" in harness_html and "2.1.197" in harness_html and "some-agent" in harness_html
     assert 'class="num warn">1</td>' in harness_html  # mini-swe-agent's refused record
+
+
+@pytest.mark.needs("bwrap")
+def test_a_harness_record_with_a_non_string_harness_version_is_one_line_in_report(tmp_path: Path) -> None:
+    """Attack (a hostile results file for ``quotebench report``): a real ``raw`` record, and a copy of it on
+    ``claude-code`` whose optional ``harness_version`` is a list. Safe behaviour (docs/spec.md, Record format): the
+    report refuses a malformed field with one line naming the file, the line and the field, exit 2."""
+    task = get_task("file-write/control")
+    r = anyio.run(lambda: execute(task, "raw", task.solution, limits=Limits(timeout_s=40)))
+    good = r.model_dump(mode="json")
+    bad = dict(good, transport="claude-code", harness="claude-code", harness_version=["2.1.197"])
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    done = cli_process("report", str(path), "--json")
+    assert one_line_refusal(done) and str(path) in done.stderr, done.stderr[-400:]

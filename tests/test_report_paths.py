@@ -1,4 +1,4 @@
-"""The report's damage by deployment path (step 8, item 4): each path for raw replies against raw on
+"""The report's damage by deployment path: each path for raw replies against raw on
 the same final shell, with exact values on a hand-sized results file."""
 
 from __future__ import annotations

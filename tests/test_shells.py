@@ -1,4 +1,4 @@
-"""The final shell as a dimension (step 8, item 1): every terminal transport runs its final shell as
+"""The final shell as a dimension: every terminal transport runs its final shell as
 bash, dash, zsh or busybox ash, the real programs; the fixes reproduce raw on the same shell."""
 
 from __future__ import annotations

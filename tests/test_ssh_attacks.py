@@ -1,4 +1,4 @@
-"""The ``ssh`` transport against hostile replies that talk to the shared OpenSSH master (issue 9, item 2).
+"""The ``ssh`` transport against hostile replies that talk to the shared OpenSSH master.
 
 The master connection runs once per process outside every sandbox, and each sandbox can connect to its
 control socket (it must: that is how every session reaches the server). A reply that breaks out of the
@@ -187,10 +187,10 @@ async def test_exit_and_stop_do_not_end_the_master(op: str) -> None:
 
 @pytest.mark.anyio
 async def test_a_break_request_neither_ends_the_remote_run_nor_drops_it_from_the_record() -> None:
-    """BROKEN, fixed: OpenSSH sends a ``break`` channel request for ``~B`` after a newline (``ssh -tt``: its
-    escape character is on), asyncssh raises it from the next read of the channel's stdin, and the read
-    let it through: the remote run raised out of ``Sandbox.run``, its execution never reached the record
-    and its output was lost. sshd without a terminal ignores the request; so does the server now."""
+    """OpenSSH sends a ``break`` channel request for ``~B`` after a newline (``ssh -tt``: its escape character
+    is on), and asyncssh raises it from the next read of the channel's stdin. Let through, the remote run would
+    raise out of ``Sandbox.run``, its execution never reach the record and its output be lost; sshd without a
+    terminal ignores the request, and so does the embedded server."""
     record = await attack('(sleep 0.5; printf "x\\n~B\\n"; sleep 0.5; echo more) | ssh -tt qb-remote "cat"')
     assert record.stdout.text.endswith("x\n\nmore\nrc=0\n"), record.stdout.text
     assert "~B" in record.stdout.text  # the client did take it as its escape and sent the break

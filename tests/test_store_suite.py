@@ -1,4 +1,4 @@
-"""Reply stores say which suite their replies were made on (issue 21).
+"""Reply stores say which suite their replies were made on.
 
 Task ids are the same in every suite, so a store made on a generated (private)
 suite and replayed without its ``--suite`` was silently scored against the

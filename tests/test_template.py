@@ -1,4 +1,4 @@
-"""``template:<command line with {R}>``: a user's own path, run for real (issue 21, item 4).
+"""``template:<command line with {R}>``: a user's own path, run for real.
 
 What is checked, with real components only (bash, dash, zsh, busybox, OpenSSH + the embedded server):
 * ``template:sh -c "{R}"`` is ``nested@dash``, ``template:docker exec -i ctr sh -c "{R}"`` is ``docker-sh``

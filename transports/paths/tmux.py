@@ -74,7 +74,7 @@ The component, all real, inside the sandbox
     says of the lines after it, never of itself or the lines before (docs/sandbox.md, residual risks),
     and never ``received``. One more residual: a line that reads the next line as data (``read``, ``read
     -e`` is readline itself) and then forks a subshell makes the same system calls as readline and the
-    ``PS0`` hook, so that subshell can write the next line's entry (tests/test_review_step13b.py).
+    ``PS0`` hook, so that subshell can write the next line's entry (tests/test_tmux_log.py).
 
 The output, the status
     ``stdout`` is the pane as the agent would see it (prompts, echoed input and output, stdout
