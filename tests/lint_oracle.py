@@ -26,13 +26,15 @@ from tasks.schema import Task
 from transports.base import Delivery
 from transports.lint import Lint, lint
 from transports.registry import get
-from transports.sandbox import Sandbox
+from transports.sandbox import Limits, Sandbox
 
 ROUTES = ("raw", "nested", "nested-single", "escaped", "tempscript", "json-naive", "json-correct", "ssh", "ssh-safe",
           "docker-sh", "docker-sh-safe", "shlex-sh", "shlex-sh-safe", "shell-quote-eval", "shell-quote-eval-safe",
           "make", "make-safe", "gha-run", "gha-run-safe", "gha-block", "gha-block-safe", "tmux", "tmux-safe",
           "nested@dash", "json-naive+ssh")
 """Every lab transport and deployment path, and two compositions."""
+HARNESS_ROUTES = ("claude-code", "codex", "mini-swe-agent", "openai-agents")
+"""The harness routes the lint predicts (seconds per run each: measured by hand, not in the suite's oracle)."""
 
 
 EXTRA: tuple[str, ...] = (
@@ -94,7 +96,8 @@ def disagreement(p: Lint, d: Delivery) -> str | None:
 
 
 async def _deliver(route: str, command: str, task: Task | None) -> tuple[Delivery, dict[str, str]]:
-    async with Sandbox.create(task) as sandbox:
+    limits = Limits(timeout_s=60) if route in HARNESS_ROUTES else None  # a harness starts in seconds
+    async with Sandbox.create(task, limits) as sandbox:
         transport = get(route)
         delivery = await transport.deliver(command, sandbox)
         return delivery, sandbox.env()

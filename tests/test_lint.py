@@ -88,9 +88,12 @@ def test_text_no_shell_argument_can_carry_is_a_predicted_transport_error() -> No
 
 
 def test_routes_without_a_static_model_say_unknown_never_a_guess() -> None:
-    for route in ("claude-code", "gemini-cli", "openai-agents", "template:docker exec c sh -c \"{R}\""):
+    for route in ("gemini-cli", "template:docker exec c sh -c \"{R}\""):
         p = lint("echo hi", route)
         assert not p.known and p.damaged is None and p.unknown
+    assert lint("echo hi", "claude-code").received == "echo hi"
+    assert lint("printf '\\u0041'", "claude-code").damaged is True  # Claude Code decodes \uXXXX itself
+    assert lint("/sandbox/work/run.sh", "openai-agents").damaged is None
     assert lint("echo a | tr a b", "shell-quote-eval").damaged is None
     assert lint("echo a", "shell-quote-eval").damaged is False
 
@@ -161,9 +164,9 @@ def test_lint_command_exit_status_follows_shellcheck(capsys, monkeypatch) -> Non
     assert code == 0 and "(intact)" in out
     code, out, _ = cli(capsys, monkeypatch, "lint", "--transport", "nested", "--command", 'echo "a b"')
     assert code == 1 and "(damaged)" in out and "echo [-\"-]a" in out and "safe" in out
-    code, _, _ = cli(capsys, monkeypatch, "lint", "--transport", "claude-code", "--command", "echo")
+    code, _, _ = cli(capsys, monkeypatch, "lint", "--transport", "gemini-cli", "--command", "echo")
     assert code == 0
-    code, _, _ = cli(capsys, monkeypatch, "lint", "--transport", "claude-code", "--command", "echo", "--strict")
+    code, _, _ = cli(capsys, monkeypatch, "lint", "--transport", "gemini-cli", "--command", "echo", "--strict")
     assert code == 1
 
 

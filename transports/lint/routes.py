@@ -170,6 +170,21 @@ def _codex(command: str, t: Any, env: Env) -> Outcome:
     return exact(command)
 
 
+def _claude_code(command: str, t: Any, env: Env) -> Outcome:
+    if re.search(r"\\u[0-9A-Fa-f]{4}", command):
+        return unknown("Claude Code decodes a \\uXXXX escape in the command before it quotes it for its eval",
+                       damaged=True)
+    if not command.strip():
+        return unknown("a blank command: the harness decides whether to run it")
+    return exact(command)  # quoted for its eval and dequoted by bash: whole (docs/harnesses.md)
+
+
+def _openai_agents(command: str, t: Any, env: Env) -> Outcome:
+    if command.startswith("/"):
+        return unknown("the Agents SDK makes a program that starts with the workspace path relative")
+    return exact(command)
+
+
 def _not_static(why: str) -> Predictor:
     def predictor(command: str, t: Any, env: Env) -> Outcome:
         return unknown(why)
@@ -200,9 +215,9 @@ PREDICTORS: dict[str, Predictor] = {
     "shell-quote-eval-safe": _shell_quote_eval,
     "mini-swe-agent": _as_is,
     "codex": _codex,
-    "claude-code": _not_static("Claude Code's Bash tool quotes R into its own wrapper by rules of its release"),
+    "claude-code": _claude_code,
     "gemini-cli": _not_static("Gemini CLI strips, trims and refuses commands by rules of its release"),
-    "openai-agents": _not_static("the Agents SDK rewrites a leading workspace path by its release's rules"),
+    "openai-agents": _openai_agents,
 }
 """Terminal route base name (without ``@shell``) -> predictor."""
 
