@@ -61,8 +61,8 @@ def request_of(words: list[str]) -> Outcome:
     return exact(" ".join(after))
 
 
-def predict(text: str, command: str, env: Mapping[str, str] | None, ssh: bool = False) -> Outcome:
-    """What the final shell receives when the outer bash runs ``text`` (built from ``command``)."""
+def predict(text: str, env: Mapping[str, str] | None, ssh: bool = False) -> Outcome:
+    """What the final shell receives when the outer bash runs ``text`` (the route's outer program)."""
     if (why := too_long(text)) is not None:
         return refused(why)
     scanner = Scanner(text, env)
@@ -114,9 +114,9 @@ def _split(commands: list[Command], stopped: str | None) -> Outcome:
     return Outcome(received=program_of(first.words), split=True)
 
 
-def predict_ssh(text: str, command: str, env: Mapping[str, str] | None) -> Outcome:
+def predict_ssh(text: str, env: Mapping[str, str] | None) -> Outcome:
     """The ssh route: the local bash parses ``ssh qb-remote "R"``; received is the request."""
-    out = predict(text, command, env, ssh=True)
+    out = predict(text, env, ssh=True)
     if out.split and out.known and out.received is not None:
         return unknown("the paste split R: which ssh session the server sees first is the client's race",
                        damaged=True, split=True)

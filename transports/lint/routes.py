@@ -33,17 +33,17 @@ def _tempscript(command: str, t: Any, env: Env) -> Outcome:
 
 
 def _inner_shell(command: str, t: Any, env: Env) -> Outcome:
-    return predict(t.wrap(t.shell.text, command), command, env)
+    return predict(t.wrap(t.shell.text, command), env)
 
 
 def _docker_sh(command: str, t: Any, env: Env) -> Outcome:
-    return predict(t.command_line(command).removeprefix("docker exec CTR "), command, env)
+    return predict(t.command_line(command).removeprefix("docker exec CTR "), env)
 
 
 def _ssh(command: str, t: Any, env: Env) -> Outcome:
     if getattr(t, "remote", None) is not None:
         return unknown("a real sshd's login shell is outside the sandbox: its parse is that host's")
-    return predict_ssh(t.outer_text(command), command, env)
+    return predict_ssh(t.outer_text(command), env)
 
 
 SHLEX_MAX = 64 * 1024

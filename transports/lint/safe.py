@@ -68,16 +68,20 @@ TWINS: dict[str, str] = {"nested": "escaped", "nested-single": "escaped", "ssh":
 
 
 def twin(name: str) -> str:
-    """The fix for a whole transport name: each unsafe layer replaced by its twin, the final shell kept."""
+    """The fix for a whole transport name: each unsafe layer replaced by its twin, the final shell kept where
+    the twin takes one (a deployment path's twin has the path's fixed shell)."""
+    from ..registry import UnknownTransportError, validate_name
+
     parts = []
     for part in name.split("+"):
         base, at, shell = part.partition("@")
         fixed = TWINS.get(base, base)
-        if fixed == "escaped" and base == "nested-single":
-            fixed = "escaped"
-        parts.append(fixed + (at + shell if at and fixed not in ("docker-sh-safe", "shlex-sh-safe", "make-safe",
-                                                                 "gha-run-safe", "gha-block-safe", "tmux-safe",
-                                                                 "shell-quote-eval-safe") else ""))
+        if at:
+            try:
+                fixed = validate_name(f"{fixed}@{shell}")
+            except UnknownTransportError:
+                pass
+        parts.append(fixed)
     return "+".join(parts)
 
 
