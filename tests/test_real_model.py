@@ -47,7 +47,8 @@ GEMMA_TEMPLATE = (
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 
 # llama.cpp's server in its own process. One thread: on a shared 2-core machine llama.cpp's spinning
-# worker threads lose most of their time to each other (measured at load 9: 0.74 tokens/s on two threads, 8.5 on one).
+# worker threads lose most of their time to each other (measured at load 9: 0.74 tokens/s on two threads,
+# 8.5 on one).
 SERVE = """
 import sys, time, xllamacpp
 p = xllamacpp.CommonParams()
@@ -92,7 +93,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 300
         while not healthy(url):
-            assert proc.poll() is None, f"the server exited ({proc.returncode}): {(where / 'server.log').read_text()[-2000:]}"
+            tail = (where / "server.log").read_text()[-2000:]
+            assert proc.poll() is None, f"the server exited ({proc.returncode}): {tail}"
             assert time.monotonic() < deadline, "the server was not ready within 300 s"
             time.sleep(1)
         yield url
