@@ -180,6 +180,8 @@ def _claude_code(command: str, t: Any, env: Env) -> Outcome:
 
 
 def _openai_agents(command: str, t: Any, env: Env) -> Outcome:
+    if not command.strip():
+        return unknown("a blank command: the Agents SDK starts no shell for it")
     if command.startswith("/"):
         return unknown("the Agents SDK makes a program that starts with the workspace path relative")
     return exact(command)
