@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib import metadata
 
 import anyio
 
@@ -62,7 +60,8 @@ from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, Serv
 from .guard import plan as guard_plan
 from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
 from .unfinished import RecordLock, note_unfinished
-from .worker import Worker, one_line, stuck
+from .session import Session, mcp_version
+from .worker import one_line, stuck
 
 SESSION_END = "session-end"
 HARNESS = "harness"
@@ -72,43 +71,6 @@ HARNESS_END = "harness error"
 
 __all__ = ["META_KEY", "STDIO_KEY", "Kind", "Serving", "SessionError", "SessionKey", "client_name",
            "key_for", "Session", "SessionManager"]
-
-
-class Session:
-    """One client's sandbox and what happened in it. Touch it only inside ``SessionManager.use``."""
-
-    def __init__(self, key: SessionKey, task: Task) -> None:
-        self.key = key
-        self.uid = uuid.uuid4().hex[:8]
-        """Sets this session's record ids apart from those of any other session with the same key."""
-        self.task = task
-        self.sandbox: Sandbox | None = None
-        self.lock = anyio.Lock()
-        self.calls = 0
-        self.ends = 0
-        self.last_record: Record | None = None
-        self.last_used = time.monotonic()
-        self.closed = False
-        self.client = "unknown"
-        self._worker: Worker | None = None
-
-    def worker(self) -> Worker:
-        """The thread this session's host work runs on; a new one after an overrun retired the last."""
-        if self._worker is None or self._worker.retired:
-            self._worker = Worker(self.key.label)
-        return self._worker
-
-    def retire_worker(self) -> None:
-        if self._worker is not None:
-            self._worker.retire()
-            self._worker = None
-
-
-def _mcp_version() -> str:
-    try:
-        return metadata.version("mcp")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class SessionManager:
@@ -132,7 +94,7 @@ class SessionManager:
             if self.lock.alone:  # no live server shares the file: sessions still open in it never ended
                 note_unfinished(config.record, self.writer)
             self.lock.share()
-        self._versions = {"mcp": _mcp_version()}
+        self._versions = {"mcp": mcp_version()}
         self._warned_anonymous = False
         self.closing = False
         """No request gets a session any more (``close_all`` has begun)."""

@@ -23,6 +23,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .ansic import ansi_c
+from .unknown import ParseError, Unknown
+
 BLANKS = " \t"
 OPERATOR_CHARS = ";&|<>()\n"
 CONTINUED = ("&&", "||", "|", "|&")
@@ -33,10 +36,8 @@ _FIRST_WORD = re.compile(r"[^\s;&|<>()]+")
 _FD = re.compile(r"\d+(?=[<>])")
 _FD_OPERATOR = re.compile(r"\d+(>>|>\||<>|>&|<&|<<|>|<)")
 _BRACE = re.compile(r"\{[^\s{}]*(,|\.\.)[^\s{}]*\}")
-_OCTAL = re.compile(r"[0-7]{0,2}")
 _IFS_SPLIT = re.compile(r"([ \t\n]+)")
 _LITERAL_RUN = re.compile(r"[^ \t;&|<>()\n\\'\"`$*?\[~{]+")
-_HEX = {"x": re.compile(r"[0-9A-Fa-f]{1,2}"), "u": re.compile(r"[0-9A-Fa-f]{1,4}"), "U": re.compile(r"[0-9A-Fa-f]{1,8}")}
 BASH_OWN = frozenset((
     "BASH BASHOPTS BASHPID BASH_ALIASES BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_CMDS BASH_COMMAND "
     "BASH_EXECUTION_STRING BASH_LINENO BASH_LOADABLES_PATH BASH_REMATCH BASH_SOURCE BASH_SUBSHELL "
@@ -48,21 +49,6 @@ BASH_OWN = frozenset((
 """Variables bash sets for itself whatever its environment holds: their value is not the text's to fix."""
 RESERVED = frozenset("! [[ ]] { } case coproc do done elif else esac fi for function if in select then time "
                      "until while".split())
-_ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-         "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
-
-
-class Unknown(Exception):
-    """The scan cannot go on without a guess; ``why`` names the construct, ``at`` its offset in the text."""
-
-    def __init__(self, why: str, at: int) -> None:
-        super().__init__(why)
-        self.why = why
-        self.at = at
-
-
-class ParseError(Unknown):
-    """A syntax error bash reports on the line being read: nothing of that line runs."""
 
 
 @dataclass
@@ -365,49 +351,5 @@ class Scanner:
 
     def _ansi_c(self) -> str:
         """The body of ``$'...'`` after its escapes; ``self.i`` is just past the opening quote."""
-        s = self.s
-        out: list[str] = []
-        while self.i < len(s):
-            c = s[self.i]
-            if c == "'":
-                self.i += 1
-                return "".join(out)
-            if c != "\\" or self.i + 1 >= len(s):
-                out.append(c)
-                self.i += 1
-                continue
-            e = s[self.i + 1]
-            self.i += 2
-            if e in _ANSI:
-                out.append(_ANSI[e])
-            elif e in "01234567":
-                m = _OCTAL.match(s, self.i)
-                digits = e + (m.group(0) if m else "")
-                self.i += len(digits) - 1
-                out.append(_byte(int(digits, 8) & 0xFF))
-            elif e in "xuU":
-                width = {"x": 2, "u": 4, "U": 8}[e]
-                m = _HEX[e].match(s, self.i)
-                if not m:
-                    out.append("\\" + e)
-                    continue
-                self.i = m.end()
-                n = int(m.group(0), 16)
-                if e == "x":
-                    out.append(_byte(n))
-                elif n == 0 or n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
-                    raise Unknown("an ANSI-C \\u escape bash renders by locale rules this lint does not model",
-                                  self.i)
-                else:
-                    out.append(chr(n))
-            elif e == "c":
-                raise Unknown("an ANSI-C \\c control escape", self.i)
-            else:
-                out.append("\\" + e)
-        raise ParseError("a $'...' that never closes (a syntax error: nothing runs)", self.i)
-
-
-def _byte(n: int) -> str:
-    if n == 0:
-        raise Unknown("an ANSI-C escape for a NUL byte (bash ends the word there)", 0)
-    return chr(n) if n < 0x80 else chr(0xDC00 + n)
+        text, self.i = ansi_c(self.s, self.i)
+        return text
