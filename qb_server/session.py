@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from importlib import metadata
 
 import anyio
 
@@ -47,10 +46,3 @@ class Session:
         if self._worker is not None:
             self._worker.retire()
             self._worker = None
-
-
-def mcp_version() -> str:
-    try:
-        return metadata.version("mcp")
-    except metadata.PackageNotFoundError:
-        return "unknown"

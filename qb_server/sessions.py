@@ -44,6 +44,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import metadata
 
 import anyio
 
@@ -60,7 +61,7 @@ from .config import CLOSE_BOUND_S, CREATE_BOUND_S, MAX_SESSIONS, MAX_STUCK, Serv
 from .guard import plan as guard_plan
 from .keys import META_KEY, STDIO_KEY, Kind, Serving, SessionError, SessionKey, client_name, key_for
 from .unfinished import RecordLock, note_unfinished
-from .session import Session, mcp_version
+from .session import Session
 from .worker import one_line, stuck
 
 SESSION_END = "session-end"
@@ -71,6 +72,13 @@ HARNESS_END = "harness error"
 
 __all__ = ["META_KEY", "STDIO_KEY", "Kind", "Serving", "SessionError", "SessionKey", "client_name",
            "key_for", "Session", "SessionManager"]
+
+
+def _mcp_version() -> str:
+    try:
+        return metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class SessionManager:
@@ -94,7 +102,7 @@ class SessionManager:
             if self.lock.alone:  # no live server shares the file: sessions still open in it never ended
                 note_unfinished(config.record, self.writer)
             self.lock.share()
-        self._versions = {"mcp": mcp_version()}
+        self._versions = {"mcp": _mcp_version()}
         self._warned_anonymous = False
         self.closing = False
         """No request gets a session any more (``close_all`` has begun)."""
