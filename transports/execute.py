@@ -29,6 +29,7 @@ from .components import missing, needs_of
 from .results.record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
 from .sandbox import Limits, Sandbox, default_userland
+from .sandbox.phases import mark
 
 
 HARNESS = "harness"
@@ -109,9 +110,14 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
     """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
     t = get(transport) if isinstance(transport, str) else transport
     with await _create(task, limits) as box:
+        mark("create: thread hop back")
         delivery = await deliver(t, command, box)
+        mark("transport: after the run (received)")
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
-    return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+        mark("verdict (validate, thread hops)")
+    record = build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+    mark("record: build")
+    return record
 
 
 async def _create(task: Task, limits: Limits | None) -> Sandbox:

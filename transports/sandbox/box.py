@@ -80,7 +80,6 @@ import secrets
 import signal
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -90,44 +89,16 @@ from tasks.schema import Task
 from tasks.safefs import remove_tree
 
 from . import cgroups, diskcap, exectrace, hostuid, reaper, userland as userlands
+from .phases import mark
 from . import launch
 from .isolation import SYSTEM_PATH, Isolation, isolation_available, warn_no_isolation_once, warn_root_once
 from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
-from .limits import LimitHit, Limits, which_limit
-from .process import Stdin, Stream, TooLong, run_traced
+from .limits import Limits, which_limit
+from .execution import ArgumentTooLong, Bind, Execution, SandboxError
+from .process import Stdin, TooLong, run_traced
 from .userland import default_userland
 
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be built or its launcher could not start."""
-
-
-class ArgumentTooLong(SandboxError):
-    """The kernel refused the program text as one argument (E2BIG, over 128 KiB): nothing ran.
-
-    Transports turn it into a transport error; only ``tempscript`` can carry such a program.
-    """
-
-
-Bind = Path | tuple[Path, str]
-
-
-@dataclass
-class Execution:
-    """What one process run produced. The verdict is never derived from it."""
-
-    exit_code: int | None
-    stdout: Stream
-    stderr: Stream
-    timed_out: bool
-    exec_ms: float
-    isolation: Isolation
-    limit_hit: LimitHit | None = None
-    limits_applied: dict[str, str] | None = None
-    trace: exectrace.Trace | None = None
-    """The kernel's record of every program the run executed (the launcher's own left out)."""
 
 
 class Sandbox:
@@ -163,18 +134,24 @@ class Sandbox:
         if iso == "none":
             warn_no_isolation_once()
         sweep_leftovers()
+        mark("create: thread hop, checks")
         box: Sandbox | None = None
         try:
             root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-", dir=hostuid.temp_base())).resolve()
             box = cls(root, limits or Limits(), iso, ul)
+            mark("create: root directory")
             box.mounted = diskcap.mount(root, box.limits.disk)
+            mark("create: tmpfs mount")
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
             box.cgroup = cgroups.new_group(box.limits.processes)
+            mark("create: directories, cgroup")
             if task is not None:
                 materialize(task.fixture, box.workdir)
+            mark("create: fixture")
             if (uid := hostuid.sandbox_uid()) is not None:
                 hostuid.give(root, uid)  # the command's uid owns its tree; the host reads it as root
+            mark("create: chown")
         except OSError as e:
             if box is not None:
                 box.close()
@@ -199,6 +176,7 @@ class Sandbox:
             return
         self.closed = True
         cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
+        mark("close: kill the cgroup's members")
         group, root, mounted, files = self.cgroup, self.root, self.mounted, self.files
 
         def remove() -> None:
@@ -210,6 +188,7 @@ class Sandbox:
             remove()
         else:
             reaper.later(remove)
+        mark("close: removal (or its queueing)")
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -355,7 +334,9 @@ class Sandbox:
         and ``SandboxError`` when the launcher cannot start at all.
         """
         self.runs += 1
+        mark("transport: before the run")
         group = cgroups.child(self.cgroup, self.limits.memory)
+        mark("run: the run's cgroup")
         run_env = self.env(env)
         try:
             full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group, env=run_env)
@@ -363,6 +344,7 @@ class Sandbox:
             cgroups.remove(group)
             raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
         refused_forks = cgroups.refused_count(group, self.cgroup, fresh=True)
+        mark("run: launcher argv, counters")
         lim = self.limits
         try:
             outcome = await run_traced(
@@ -377,9 +359,11 @@ class Sandbox:
         except (OSError, exectrace.TraceError) as e:
             cgroups.remove(group)
             raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+        mark("end: loop wakes, pipes drained")
         oom = cgroups.oom_killed(group)
         refused_after = cgroups.refused_count(group, self.cgroup)  # before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
+        mark("end: oom and fork counters, cgroup removal queued")
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
         exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
         hit = which_limit(timed_out=timed_out, drained=out.drained or err.drained, oom=oom,

@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from . import ptrace
+from . import phases, ptrace
 from .shellcopy import ShellCopy
 from .trace import Exec, Identity, Trace, identity
 
@@ -150,6 +150,7 @@ class Tracer:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._main, name="qb-tracer", daemon=True)
+        self._phases = phases.current()  # the tracer thread does not inherit the caller's context
 
     # -- the caller's side ---------------------------------------------------------------
 
@@ -248,6 +249,8 @@ class Tracer:
                             if e.parent is None and e.pid in forks else e for e in self.trace.execs]
 
     def _spawn(self) -> None:
+        if self._phases is not None:
+            self._phases.mark("launch: thread hops to the tracer")
         proc = subprocess.Popen(
             self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -255,6 +258,8 @@ class Tracer:
         self.proc = proc
         pid = proc.pid
         assert proc.stdin is not None
+        if self._phases is not None:
+            self._phases.mark("launch: spawn (fork, exec of the limits shell)")
         try:
             ptrace.call(ptrace.PTRACE_SEIZE, pid, ptrace.SEIZE_OPTIONS)
         except OSError as e:
@@ -284,6 +289,8 @@ class Tracer:
         if not self.stdin:
             proc.stdin.close()
             proc.stdin = None
+        if self._phases is not None:
+            self._phases.mark("launch: seize, gate line")
 
     def _trace_execs_of(self, pid: int) -> int | None:
         """Turn exec events on for the seized launcher, which executes the command itself: interrupted (it is
@@ -305,6 +312,8 @@ class Tracer:
         """The command's first program (or, if it never started, the launcher) has exited."""
         if self.status is None:
             self.status = status
+            if self._phases is not None:
+                self._phases.mark("command: its own run (exec to exit)")
         self.main_exited.set()
 
     def _loop(self) -> None:
@@ -394,6 +403,8 @@ class Tracer:
             return
         if self._root is None:
             self._root = pid
+            if self._phases is not None:
+                self._phases.mark("launch: cgroup join, rlimits, setpriv, bwrap, to the command's exec")
         # past the cap only the first program's own pid is followed (an exec in place there is the
         # boundary's candidate), and only MAX_IN_PLACE more times: a flood elsewhere cannot hide the final shell
         if len(self.trace.execs) >= MAX_EXECS and (

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from .exectrace import Exec, Identity, Trace, Tracer
+from .phases import mark
 
 Stdin = bytes | AsyncIterator[bytes] | None
 HOLDER_POLL_S = 0.01  # how often a run whose main process is gone checks who still holds its output
@@ -105,11 +106,13 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 # checks spaced by twice their own cost: a command with thousands of descriptors cannot
                 # keep a harness core busy with them
                 time.sleep(max(HOLDER_POLL_S, 2 * (time.monotonic() - began)))
+        mark("end: output holders checked")
         tracer.kill_all()  # what is left (bwrap's init, jobs writing elsewhere) ends now
         on_end()
         # joined here, not from the loop: the run is over only when nothing of it is left, and one
         # thread hop fewer per run
         tracer.join()
+        mark("end: kill, reap (tracer joined)")
         ended.set()
         os.write(notify_w, b"x")
 
