@@ -9,13 +9,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import anyio
 import pytest
 
 from tasks.load import get_task
 from transports.execute import execute
-from transports.sandbox import phases
+from transports.sandbox import phases, pool
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 
@@ -35,22 +36,44 @@ def test_durations_follow_the_order_of_time_and_add_up_a_name_marked_twice() -> 
     assert rec.durations_ms() == {"a": 4.0, "b": 2.0}
 
 
-@pytest.mark.needs("bwrap")
-def test_a_profiled_record_names_each_phase_of_the_sandbox_the_launch_and_the_verdict_in_order() -> None:
-    async def one() -> tuple[dict[str, float], str | None]:
+def _profiled(command: str) -> tuple[list[str], str | None]:
+    async def one() -> tuple[list[str], str | None]:
         with phases.recording() as rec:
-            record = await execute(get_task("file-write/control"), "raw", "echo hi > out.txt")
-        return rec.durations_ms(), record.received
+            record = await execute(get_task("file-write/control"), "raw", command)
+        durations = rec.durations_ms()
+        assert all(v >= 0 for v in durations.values())
+        return list(durations), record.received
 
-    durations, received = anyio.run(one)
+    return anyio.run(one)
+
+
+@pytest.mark.needs("bwrap")
+def test_a_profiled_record_names_each_phase_of_the_sandbox_the_launch_and_the_verdict_in_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QB_NO_POOL", "1")  # the record builds its sandbox and starts its launcher itself
+    order, received = _profiled("echo hi > out.txt")
     assert received == "echo hi > out.txt"
-    order = list(durations)
-    expected = ["create: tmpfs mount", "create: fixture", "run: the run's cgroup", "launch: spawn (fork, exec of the "
-                "limits shell)", "launch: cgroup join, rlimits, setpriv, bwrap, to the command's exec",
+    expected = ["create: tmpfs mount", "create: fixture", "run: the run's cgroup, launcher argv",
+                "launch: spawn (fork, exec of the limits shell)",
+                "launch: cgroup join, rlimits, setpriv, bwrap, to the command's exec",
                 "command: its own run (exec to exit)", "end: kill, reap (tracer joined)",
                 "verdict (validate, thread hops)", "record: build"]
     assert [p for p in order if p in expected] == expected
-    assert all(v >= 0 for v in durations.values())
+
+
+@pytest.mark.needs("bwrap")
+def test_a_record_that_takes_a_sandbox_built_ahead_has_no_build_and_no_launch_chain_on_its_path() -> None:
+    _profiled("true")  # asks the pool for the next raw sandbox, built meanwhile
+    for _ in range(200):
+        if pool.idle("raw"):
+            break
+        time.sleep(0.05)
+    order, received = _profiled("echo hi > out.txt")
+    assert received == "echo hi > out.txt"
+    assert "create: tmpfs mount" not in order and "launch: spawn (fork, exec of the limits shell)" not in order
+    expected = ["launch: release the launcher started ahead", "launch: the gate reads the run, env, the command's exec",
+                "command: its own run (exec to exit)", "end: kill, reap (tracer joined)", "record: build"]
+    assert [p for p in order if p in expected] == expected
 
 
 @pytest.mark.needs("bwrap")

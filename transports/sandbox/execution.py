@@ -40,3 +40,4 @@ class Execution:
     limits_applied: dict[str, str] | None = None
     trace: exectrace.Trace | None = None
     """The kernel's record of every program the run executed (the launcher's own left out)."""
+
