@@ -13,7 +13,8 @@ Modules
                    transports take ``received``;
     ``userland``   the userlands (GNU, busybox, uutils) first on a command's PATH;
     ``leftovers``  what killed harness processes left behind; ``reaper``: removal off the caller's path;
-    ``phases``     optional marks of where a record's time goes; ``floor``: the isolation alone, for comparison.
+    ``phases``     optional marks of where a record's time goes; ``floor``: the isolation alone, for comparison;
+    ``pool``       sandboxes built ahead for one-command records; ``ahead``: a first launcher started ahead.
 
 Imports: ``tasks`` only (fixtures, safe file reading). Nothing here knows a transport: what a run
 produced is handed up as an ``Execution`` with its ``trace``.

@@ -45,6 +45,7 @@ from .box import Sandbox
 from .execution import SandboxError
 from .isolation import isolation_available
 from .limits import Limits
+from .phases import mark
 from .userland import default_userland
 
 DEPTH = 1
@@ -57,7 +58,7 @@ _pending: dict[Hashable, int] = {}
 _no_ahead: set[str] = set()
 _jobs: "queue.Queue[tuple[Hashable, str, Limits]]" = queue.Queue()
 _thread: threading.Thread | None = None
-_pid = 0
+_pid = os.getpid()
 _closing = False
 
 
@@ -91,6 +92,7 @@ def take(task: Task, limits: Limits | None, transport: str) -> Sandbox | None:
     except OSError as e:
         box.close()
         raise SandboxError(f"cannot build the sandbox: {e}") from e
+    mark("create: a sandbox built ahead taken, its fixture, chown")
     return box
 
 
@@ -108,24 +110,29 @@ def ran(box: Sandbox, transport: str, waiting: Ahead | None) -> None:
 
 
 def _ask(key: Hashable, transport: str, limits: Limits) -> None:
-    global _thread, _pid
+    global _thread, _pid, _jobs
     with _lock:
+        if _pid != os.getpid():  # a forked child: its parent's sandboxes and jobs are not its own
+            _idle.clear()
+            _pending.clear()
+            _jobs = queue.Queue()
+            _thread = None
         if len(_idle.get(key, ())) + _pending.get(key, 0) >= DEPTH:
             return
         _pending[key] = _pending.get(key, 0) + 1
-        if _thread is None or _pid != os.getpid() or not _thread.is_alive():
-            _thread, _pid = threading.Thread(target=_build, name="qb-pool", daemon=True), os.getpid()
+        if _thread is None or not _thread.is_alive():
+            _thread, _pid = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True), os.getpid()
             _thread.start()
-    _jobs.put((key, transport, limits))
+        _jobs.put((key, transport, limits))
 
 
-def _build() -> None:
+def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits]]") -> None:
     while True:
-        key, transport, limits = _jobs.get()
+        key, transport, limits = jobs.get()
         box: Sandbox | None = None
         try:
             if not _closing:
-                box = Sandbox.create(None, limits)
+                box = Sandbox.create(None, limits, userland=key[3])  # type: ignore[index]
                 if transport not in _no_ahead:
                     box.start_ahead()
         except Exception:  # noqa: BLE001 - a sandbox not built ahead is built by its record
