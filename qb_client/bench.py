@@ -7,6 +7,7 @@ compare across changes. Speed goals live here, never in timed tests.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -21,7 +22,7 @@ from qb_server.bench import time_calls
 from tasks.load import get_task, suite
 from transports.execute import execute
 from transports.registry import ORDER, get
-from transports.sandbox import Sandbox, isolation_available
+from transports.sandbox import Sandbox, floor, isolation_available, phases
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -148,6 +149,84 @@ def run_bench(n: int = 30, transports: list[str] | None = None, replay: bool = T
         doc["full_replay"] = anyio.run(full_replay, names, os.cpu_count() or 2)
     doc["peak_memory_mib"] = peak_memory_mib()
     return doc
+
+
+# ---------------------------------------------------------------- quotebench bench --phases
+# Where one record's time goes, phase by phase (transports.sandbox.phases), against bash -c true and the
+# sandbox's floors (transports.sandbox.floor), all measured in the same rounds, interleaved.
+
+def _serialise(record: Any) -> bytes:
+    """A record as the results file gets it (one JSON line; the writer's fsync is left out)."""
+    return (json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+async def _profiled_record(task: Any, name: str) -> tuple[dict[str, float], float]:
+    start = time.perf_counter()
+    with phases.recording() as rec:
+        record = await execute(task, name, "true")
+        _serialise(record)
+        rec.mark("record: serialise")
+    return rec.durations_ms(), (time.perf_counter() - start) * 1000
+
+
+async def phase_profile(n: int, transports: list[str]) -> dict[str, Any]:
+    """``n`` rounds; each times ``bash -c true``, both floors and one profiled record per transport."""
+    task = get_task("file-write/control")
+    program = ["/bin/bash", "-c", "true"]
+    bare: list[float] = []
+    iso: list[float] = []
+    traced: list[float] = []
+    per: dict[str, list[dict[str, float]]] = {t: [] for t in transports}
+    totals: dict[str, list[float]] = {t: [] for t in transports}
+    with Sandbox.create(task) as box:
+        for name in transports:  # warm-up: the ssh server's start, first imports, page cache
+            await execute(task, name, "true")
+        for _ in range(n):
+            bare.append(bare_bash_ms(1))
+            iso.append(await anyio.to_thread.run_sync(floor.isolation_ms, box, program))
+            traced.append(await anyio.to_thread.run_sync(floor.traced_ms, box, program))
+            for name in transports:
+                durations, total = await _profiled_record(task, name)
+                per[name].append(durations)
+                totals[name].append(total)
+    bash_ms = _median_ms(bare)
+    floors = {"bash_c_true_ms": bash_ms, "isolation_ms": _median_ms(iso), "isolation_trace_ms": _median_ms(traced)}
+    out: dict[str, Any] = {"rounds": n, **floors, "transports": {}}
+    for name in transports:
+        keys = list(dict.fromkeys(k for d in per[name] for k in d))
+        table = {k: _median_ms([d.get(k, 0.0) for d in per[name]]) for k in keys}
+        record_ms = _median_ms(totals[name])
+        out["transports"][name] = {
+            "record_ms": record_ms, "record_ratio": round(record_ms / bash_ms, 2),
+            "vs_isolation_trace": round(record_ms / floors["isolation_trace_ms"], 2),
+            "phases": {k: {"ms": v, "ratio": round(v / bash_ms, 3)} for k, v in table.items()}}
+    return out
+
+
+def run_phases(n: int, transports: list[str]) -> dict[str, Any]:
+    """``quotebench bench --phases``: the profile, its floors and the goals, in one document."""
+    doc: dict[str, Any] = {"isolation": isolation_available(), "cores": os.cpu_count(), "load": os.getloadavg()[0],
+                           **anyio.run(phase_profile, n, transports)}
+    doc["goals"] = goals(doc)
+    return doc
+
+
+GOALS = (("raw", "bash_c_true_ms", 4.0), ("raw", "isolation_trace_ms", 1.3), ("nested", "bash_c_true_ms", 5.0),
+         ("ssh", "raw", 3.0))
+"""(transport, what it is measured against, at most this ratio): the goals of a record's cost."""
+
+
+def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal whose transports were measured, with its ratio and whether it is within."""
+    out = []
+    recs = doc["transports"]
+    for name, against, limit in GOALS:
+        if name not in recs or (against not in doc and against not in recs):
+            continue
+        base = recs[against]["record_ms"] if against in recs else doc[against]
+        ratio = round(recs[name]["record_ms"] / base, 2)
+        out.append({"record": name, "against": against, "ratio": ratio, "goal": limit, "within": ratio <= limit})
+    return out
 
 
 # ---------------------------------------------------------------- quotebench bench harnesses

@@ -121,12 +121,16 @@ app.add_typer(bench_app, name="bench")
 def bench_cmd(
     ctx: typer.Context,
     n: int = typer.Option(30, "-n", min=5, help="Samples per measurement."),
-    transports: str = typer.Option(",".join(["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
-                                             "json-correct", "ssh"]), "--transports", help="Transports to time."),
+    transports: Optional[str] = typer.Option(None, "--transports", help="Transports to time (default: raw, nested, "
+                                             "nested-single, escaped, tempscript, json-naive, json-correct, ssh; with "
+                                             "--phases: raw, nested, ssh)."),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="Also time the full replay of every reference solution."),
     mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also time the MCP call paths."),
     paths: bool = typer.Option(True, "--paths/--no-paths", help="Also time every deployment path against raw on "
                                "its final shell (goal: at most 3x; tmux 10x)."),
+    phases: bool = typer.Option(False, "--phases", help="Instead: where one record's time goes, phase by phase "
+                                "(medians of -n rounds), against bash -c true and the sandbox's floors, with the "
+                                "goals."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """What the harness costs, as ratios to a bare `bash -c true` measured in the same run. `bench harnesses`:
@@ -136,7 +140,10 @@ def bench_cmd(
     from ..bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
-    names = parse_list(transports)
+    names = parse_list(transports or ("raw,nested,ssh" if phases else BENCH_TRANSPORTS))
+    if phases:
+        _print_phases(n, names, as_json)
+        return
     err.print("quotebench bench: measuring (a minute or two)...")
     doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None, paths=paths)
     if as_json:
@@ -169,6 +176,40 @@ def bench_cmd(
         out.print(f"full replay: {r['executions']} executions ({r['passed']} passed) in {r['seconds']:.1f} s "
                   f"with {r['concurrency']} workers")
     out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")
+
+
+BENCH_TRANSPORTS = "raw,nested,nested-single,escaped,tempscript,json-naive,json-correct,ssh"
+
+
+def _print_phases(n: int, names: list[str], as_json: bool) -> None:
+    """``bench --phases``: the profile of one record per transport, then each goal, within or over."""
+    from ..bench import run_phases
+
+    err.print(f"quotebench bench --phases: {n} rounds of {', '.join(names)}...")
+    doc = run_phases(n, names)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    bash = doc["bash_c_true_ms"]
+    out.print(f"bash -c true {bash:.2f} ms; floors: isolation (setpriv, bwrap) {doc['isolation_ms']:.2f} ms = "
+              f"{doc['isolation_ms'] / bash:.2f}x, isolation + exec trace {doc['isolation_trace_ms']:.2f} ms = "
+              f"{doc['isolation_trace_ms'] / bash:.2f}x (isolation: {doc['isolation']}, {doc['cores']} cores, "
+              f"load {doc['load']:.2f}, medians of {doc['rounds']} rounds)")
+    for name, v in doc["transports"].items():
+        t = Table(title=f"{safe(name)}: one record {v['record_ms']:.2f} ms = {v['record_ratio']:.2f}x bash -c true")
+        t.add_column("phase", overflow="fold")
+        t.add_column("median ms", justify="right", no_wrap=True)
+        t.add_column("x bash -c true", justify="right", no_wrap=True)
+        for phase, p in v["phases"].items():
+            t.add_row(safe(phase), f"{p['ms']:.3f}", f"{p['ratio']:.3f}")
+        out.print(t)
+    for g in doc["goals"]:
+        against = "bash -c true" if g["against"] == "bash_c_true_ms" else (
+            "isolation + exec trace" if g["against"] == "isolation_trace_ms" else f"a {g['against']} record")
+        out.print(f"goal: {g['record']} record <= {g['goal']:g}x {against}: {g['ratio']:.2f}x, "
+                  + ("within" if g["within"] else "over"))
 
 
 @bench_app.command("harnesses")

@@ -68,9 +68,8 @@ Paths
     command sees the host paths.
 
 Errors
-    ``SandboxError`` when the sandbox cannot be built or the launcher (bwrap,
-    prlimit, bash) cannot be started. A command's own failure is not an error:
-    it is data in the returned ``Execution``.
+    ``SandboxError`` when the sandbox cannot be built or the launcher cannot be started. A command's own
+    failure is not an error: it is data in the returned ``Execution``.
 """
 
 from __future__ import annotations
@@ -80,54 +79,23 @@ import secrets
 import signal
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-
 from tasks.fixture import materialize
+from tasks.safefs import remove_tree
 from tasks.schema import Task
 
-from tasks.safefs import remove_tree
-
-from . import cgroups, diskcap, exectrace, hostuid, reaper, userland as userlands
-from . import launch
+from . import ahead, cgroups, diskcap, exectrace, hostuid, launch, reaper, userland as userlands
+from .phases import mark
 from .isolation import SYSTEM_PATH, Isolation, isolation_available, warn_no_isolation_once, warn_root_once
 from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
-from .limits import LimitHit, Limits, which_limit
-from .process import Stdin, Stream, TooLong, run_traced
+from .limits import Limits, which_limit
+from .ahead import Ahead
+from .execution import ArgumentTooLong, Bind, Execution, SandboxError
+from .process import Stdin, TooLong, run_traced
 from .userland import default_userland
 
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be built or its launcher could not start."""
-
-
-class ArgumentTooLong(SandboxError):
-    """The kernel refused the program text as one argument (E2BIG, over 128 KiB): nothing ran.
-
-    Transports turn it into a transport error; only ``tempscript`` can carry such a program.
-    """
-
-
-Bind = Path | tuple[Path, str]
-
-
-@dataclass
-class Execution:
-    """What one process run produced. The verdict is never derived from it."""
-
-    exit_code: int | None
-    stdout: Stream
-    stderr: Stream
-    timed_out: bool
-    exec_ms: float
-    isolation: Isolation
-    limit_hit: LimitHit | None = None
-    limits_applied: dict[str, str] | None = None
-    trace: exectrace.Trace | None = None
-    """The kernel's record of every program the run executed (the launcher's own left out)."""
 
 
 class Sandbox:
@@ -149,6 +117,7 @@ class Sandbox:
         self.mounted = False
         self.closed = False
         self.files: Path | None = None  # host-written files (write_file): outside the root, bound read-only
+        self.ahead: Ahead | None = None  # the first run's launcher, started ahead (transports.sandbox.pool)
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -163,18 +132,24 @@ class Sandbox:
         if iso == "none":
             warn_no_isolation_once()
         sweep_leftovers()
+        mark("create: thread hop, checks")
         box: Sandbox | None = None
         try:
             root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-", dir=hostuid.temp_base())).resolve()
             box = cls(root, limits or Limits(), iso, ul)
+            mark("create: root directory")
             box.mounted = diskcap.mount(root, box.limits.disk)
+            mark("create: tmpfs mount")
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
             box.cgroup = cgroups.new_group(box.limits.processes)
+            mark("create: directories, cgroup")
             if task is not None:
                 materialize(task.fixture, box.workdir)
+            mark("create: fixture")
             if (uid := hostuid.sandbox_uid()) is not None:
                 hostuid.give(root, uid)  # the command's uid owns its tree; the host reads it as root
+            mark("create: chown")
         except OSError as e:
             if box is not None:
                 box.close()
@@ -198,7 +173,10 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
+        if self.ahead is not None:
+            ahead.drop(self.ahead)
         cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
+        mark("close: kill the cgroup's members")
         group, root, mounted, files = self.cgroup, self.root, self.mounted, self.files
 
         def remove() -> None:
@@ -210,6 +188,14 @@ class Sandbox:
             remove()
         else:
             reaper.later(remove)
+        mark("close: removal (or its queueing)")
+
+    def start_ahead(self) -> bool:
+        """Start the first run's launcher now, before any run (:mod:`transports.sandbox.ahead`); False when
+        none was started (the run then starts its own, as always)."""
+        if self.isolation == "bwrap" and not self.runs and self.ahead is None and not self.closed:
+            self.ahead = ahead.start(self.cgroup, self.limits, self.env(), self.workdir, self.launcher)
+        return self.ahead is not None
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -331,11 +317,9 @@ class Sandbox:
     # -- running -------------------------------------------------------------
 
     def _end_of(self, group: cgroups.Group | None) -> Callable[[], None]:
-        """What ends a run's processes that the tracer cannot kill by pid (a ``CLONE_UNTRACED`` child).
-        Under bwrap nothing: the tracer kills the pid namespace's init, and the kernel then kills every
-        process of the namespace and lets init's exit be reported only once they are all gone, so the
-        tracer's join already waits for them (reading the group's members here cost 0.8 ms a run).
-        Without a pid namespace, the run's cgroup."""
+        """What ends a run's processes that the tracer cannot kill by pid (a ``CLONE_UNTRACED`` child): under
+        bwrap nothing (killing the pid namespace's init kills them, and its exit is reported once they are all
+        gone, so the tracer's join waits for them); without a pid namespace, the run's cgroup."""
         if self.isolation == "bwrap":
             return lambda: None
         return lambda: cgroups.kill_all(group)
@@ -355,21 +339,30 @@ class Sandbox:
         and ``SandboxError`` when the launcher cannot start at all.
         """
         self.runs += 1
-        group = cgroups.child(self.cgroup, self.limits.memory)
+        mark("transport: before the run")
         run_env = self.env(env)
+        taken, group, waiting, self.ahead = None, None, self.ahead, None
         try:
-            full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group, env=run_env)
+            taken = waiting and ahead.take(waiting, argv, run_env, lambda late: self.launcher(
+                late, network=network, binds=binds, cwd=cwd, group=waiting.group, env=run_env)[0])
+            if taken is not None:
+                group, full, stages = taken[0].group, taken[0].full, 0
+            else:
+                group = cgroups.child(self.cgroup, self.limits.memory)
+                full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group, env=run_env)
         except OSError as e:
             cgroups.remove(group)
             raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
-        refused_forks = cgroups.refused_count(group, self.cgroup, fresh=True)
+        mark("run: the run's cgroup, launcher argv")
+        refused_forks = cgroups.refused_count(group, self.cgroup, fresh=taken is None)
+        mark("run: fork counter")
         lim = self.limits
         try:
             outcome = await run_traced(
                 full, env=run_env, cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
                 output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
                 launcher_execs=stages, on_end=self._end_of(group), input_of=input_of, log_fd=log_fd,
-                inner=self.isolation == "bwrap")
+                inner=self.isolation == "bwrap", ready=(taken[0].tracer, taken[1]) if taken else None)
         except TooLong:
             cgroups.remove(group)
             raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
@@ -377,9 +370,14 @@ class Sandbox:
         except (OSError, exectrace.TraceError) as e:
             cgroups.remove(group)
             raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+        finally:
+            if taken is not None:  # the launcher holds its own copy until its gate closes it
+                os.close(taken[0].fd)
+        mark("end: loop wakes, pipes drained")
         oom = cgroups.oom_killed(group)
         refused_after = cgroups.refused_count(group, self.cgroup)  # before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
+        mark("end: oom and fork counters, cgroup removal queued")
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
         exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
         hit = which_limit(timed_out=timed_out, drained=out.drained or err.drained, oom=oom,
