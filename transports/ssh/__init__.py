@@ -18,6 +18,14 @@ Imports: ``tasks``, the transport protocol and the sandbox room (``transports.sa
 or the client packages.
 """
 
-from .transport import HOST_ALIAS, Ssh, configure, endpoint, outer_program, shutdown
+import warnings
+
+# asyncssh names cryptography's DSA classes when it is imported, and cryptography 47 and later warns at each
+# name. QuoteBench never makes or accepts a DSA key; unfiltered, those lines land on the stderr of every
+# command that reaches the ssh transport, where they read as the command's own complaints.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
+
+# after the filter, which must precede asyncssh's import
+from .transport import HOST_ALIAS, Ssh, configure, endpoint, outer_program, shutdown  # noqa: E402
 
 __all__ = ["HOST_ALIAS", "Ssh", "configure", "endpoint", "outer_program", "shutdown"]

@@ -123,13 +123,24 @@ def exec_request(args: list[str]) -> str | None:
 # -- the client ---------------------------------------------------------------------
 
 
+def _asyncssh() -> Any:
+    """asyncssh, imported with cryptography's DSA deprecation lines silenced (as transports/ssh/__init__.py
+    does for the harness): this client's stderr is the remote command's, byte for byte."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
+    import asyncssh
+
+    return asyncssh
+
+
 def _stdin() -> tuple[Any, bytes | None]:
     """Forward stdin like OpenSSH: a pipe or socket streams, a regular file is read, anything else is empty.
 
     asyncio cannot poll a regular file or a character device such as the
     sandbox's ``/dev/null``, so those are not handed to asyncssh as streams.
     """
-    import asyncssh
+    asyncssh = _asyncssh()
 
     try:
         mode = os.fstat(0).st_mode
@@ -143,7 +154,7 @@ def _stdin() -> tuple[Any, bytes | None]:
 
 
 async def _run(cfg: dict[str, Any], command: str | None) -> int:
-    import asyncssh  # here, so that --help and the parse stay fast
+    asyncssh = _asyncssh()  # here, so that --help and the parse stay fast
 
     kwargs: dict[str, Any] = dict(
         username=cfg["user"], config=None, agent_path=None, preferred_auth="publickey",
