@@ -26,7 +26,7 @@ runs ``a/__init__`` and ``a/b/__init__`` first, but that implicit step is not an
 edge; only a name actually taken from a package (``from a.b import X`` where X
 is not a submodule) is an edge to its ``__init__``. So an ``__init__`` that
 re-exports its own submodules (``qb_server``, ``qb_client.report``,
-``qb_client.providers``) closes a cycle only when one of those submodules takes a
+``qb_client.adapters.providers``) closes a cycle only when one of those submodules takes a
 name back from the package itself, which is a real circle at import time.
 
 Findings inside ``transports/`` and ``tasks/`` that are known and not yet fixed
@@ -56,11 +56,13 @@ TASKS_LEFT: frozenset[str] = frozenset()
 
 LEFT = TRANSPORTS_LEFT | TASKS_LEFT
 
-# The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py).
+# The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py). A room inside a
+# group folder (ROOM_GROUPS) is named group.room: the group only gathers rooms, each placed on its own.
 QB_CLIENT_ROOMS = (
-    "console", "replies", "agents", "views", "providers", "report", "campaign", "inspect_ext", "harbor",
-    "suite_check", "doctor", "bench", "demo", "audit", "cli", "__main__",
+    "console", "replies", "adapters.agents", "adapters.providers", "campaign", "records", "report",
+    "adapters.inspect_ext", "adapters.harbor", "ops", "cli", "__main__",
 )
+ROOM_GROUPS = ("adapters",)
 
 
 @dataclass
@@ -262,9 +264,15 @@ def length_findings(modules: dict[str, Module]) -> dict[str, str]:
 
 
 def _room(name: str) -> str | None:
-    """The room of a qb_client module (``qb_client.campaign.work`` -> ``campaign``); None for the package."""
+    """The room of a qb_client module (``qb_client.campaign.work`` -> ``campaign``,
+    ``qb_client.adapters.providers.base`` -> ``adapters.providers``); None for the package and a group's own
+    ``__init__``."""
     parts = name.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "qb_client" else None
+    if len(parts) < 2 or parts[0] != "qb_client":
+        return None
+    if parts[1] in ROOM_GROUPS:
+        return ".".join(parts[1:3]) if len(parts) > 2 else None
+    return parts[1]
 
 
 def room_findings(modules: dict[str, Module]) -> dict[str, str]:

@@ -133,7 +133,7 @@ def bench_cmd(
     the real agent harnesses."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..bench import mcp_paths, run_bench
+    from ..ops.bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
     names = parse_list(transports)
@@ -186,7 +186,7 @@ def bench_harnesses_cmd(
     and through raw on its final shell (the same run, warm sandboxes), as ratios to `bash -c true`."""
     from transports.harnesses import HARNESSES
 
-    from ..bench import run_harness_bench
+    from ..ops.bench import run_harness_bench
 
     names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
     unknown = [h for h in names if h not in HARNESSES]

@@ -1,6 +1,6 @@
 """Commands about this machine: ``doctor`` (what each transport, path and agent harness needs, and whether
 it is here) and ``components install`` (install ahead of time what quotebench can install). The data is
-:mod:`qb_client.doctor`'s, read from the transports themselves."""
+:mod:`qb_client.ops.doctor`'s, read from the transports themselves."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def doctor_cmd(as_json: bool = JSON_OPT) -> None:
     here. Exit 0 when everything required is present, 1 otherwise. Installs nothing."""
     from rich.table import Table
 
-    from ..doctor import report
+    from ..ops.doctor import report
 
     doc = report()
     if as_json:
@@ -63,7 +63,7 @@ def components_install(
     """Install components ahead of time (today: the npm shell-quote package), for a machine that will run
     offline later; one line per component. Idempotent: an installed one is left as it is. Exit 1 if any
     install failed."""
-    from ..doctor import install
+    from ..ops.doctor import install
 
     try:
         results = install(list(names or []))

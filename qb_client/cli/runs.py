@@ -272,8 +272,8 @@ def run_cmd(
     from ..campaign.oneshot import Campaign, check_resume_files
     from ..campaign.work import Plan
     from ..campaign.native import NativeExecutor
-    from ..providers.factory import make_provider
-    from ..providers.retry import RetryPolicy
+    from ..adapters.providers.factory import make_provider
+    from ..adapters.providers.retry import RetryPolicy
 
     names = parse_list(transports)
     contract_names = contract_list(contracts)
@@ -370,7 +370,7 @@ def demo_cmd(
     apply_suite(suite_opt)
     apply_userland(userland)
 
-    from ..demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
+    from ..ops.demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
     from ..report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports) if transports else TRANSPORTS

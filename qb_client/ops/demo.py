@@ -17,9 +17,9 @@ from pathlib import Path
 
 from tasks.load import suite
 
-from .campaign.oneshot import Campaign
-from .campaign.work import Plan, Progress
-from .providers.factory import make_provider
+from ..campaign.oneshot import Campaign
+from ..campaign.work import Plan, Progress
+from ..adapters.providers.factory import make_provider
 
 AGENTS = ("reference", "habits")
 CONTRACTS = ["raw", "disclosed"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import anthropic
 
-from ..replies.contracts import ANTHROPIC_BASH_TOOL
+from ...replies.contracts import ANTHROPIC_BASH_TOOL
 from .base import (
     NOT_RUN, Exchange, Generation, GenerationRequest, MalformedResponse, parse_response, Secret, ToolCall, Usage,
 )

@@ -41,7 +41,7 @@ from tasks.fixture import file_bytes, materialize
 from tasks.gen_toml import table
 from tasks.schema import Task
 
-from ..console import BadInput
+from ...console import BadInput
 
 VALIDATOR_MODULES = ("__init__", "render", "safefs", "schema", "suiteid", "load", "fixture", "gitread", "validate")
 """The modules of ``tasks`` that ``import tasks.validate`` loads (the tests hold this list to the import)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from transports.components import HARBOR, MissingComponent
 
-from ..console import BadInput, one_line
+from ...console import BadInput, one_line
 from . import worker
 
 MAX_OUTPUT = 256 << 20

@@ -4,7 +4,7 @@ One record: the route (its boundary and the intermediate text it built), R and `
 their invisible characters marked, ``(damaged)`` on a line of its own, a character diff and the
 rules that explain a known change, then the exit code, the output and the verdict. Several
 transports: one table, a row per transport. Every text from a record goes through
-:func:`qb_client.console.safe` (via :mod:`qb_client.views.damage`), so nothing acts on the terminal.
+:func:`qb_client.console.safe` (via :mod:`qb_client.records.damage`), so nothing acts on the terminal.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from tasks.schema import Task
 from transports.results.record import ConfigInfo
 from transports.results.store import JsonlWriter, StoreError, loads, read_jsonl
 
-from ..console import BadInput, one_line
+from ...console import BadInput, one_line
 from .bridge import run
 
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "run_shell_command", "execute_bash"})

@@ -27,7 +27,7 @@ from inspect_ai import Task, task
 
 from transports.registry import parse_list
 
-from ..replies.contracts import check_contract
+from ...replies.contracts import check_contract
 from .dataset import dataset_for
 from .scorer import verdicts
 from .solver import one_step

@@ -26,7 +26,7 @@ from typing import Any
 
 import openai
 
-from ..replies.contracts import OPENAI_SHELL_TOOL
+from ...replies.contracts import OPENAI_SHELL_TOOL
 from .base import (
     NOT_RUN, Exchange, Generation, GenerationRequest, MalformedResponse, Observation, parse_response, ToolCall, Usage,
 )

@@ -2,7 +2,7 @@
 the final state of the working directory, the reward from its verdict.
 
 It runs inside the task's container as ``python3 -I qb_verify.py WORKDIR LOGDIR``, next to
-``validator/`` (byte-identical copies of our ``tasks`` modules: :mod:`qb_client.harbor.export`) and
+``validator/`` (byte-identical copies of our ``tasks`` modules: :mod:`qb_client.adapters.harbor.export`) and
 ``task.json`` (the task as our loader resolved it). It writes ``LOGDIR/verdict.json`` (every check, as a
 QuoteBench record holds them), prints one line per check, and last ``LOGDIR/reward.txt``: ``1`` when
 every check passed, else ``0``. Its own exit status is 0 whenever a verdict was reached: Harbor reads the

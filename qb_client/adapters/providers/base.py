@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tasks.schema import Task
 from transports.results.record import ConfigInfo, Usage
 
-from ..replies.contracts import (
+from ...replies.contracts import (
     Extraction, NATIVE_TOOL_KINDS, ToolCall, ToolSpec, build_messages, check_contract, extract, tool_name, tools_for,
 )
 

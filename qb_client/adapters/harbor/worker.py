@@ -3,7 +3,7 @@ with Harbor's pydantic models. A standalone script (the standard library and ``h
 
 Why a standalone script
     Harbor 0.26.0 needs Python >= 3.12 and QuoteBench runs on 3.11, so Harbor usually lives in a venv of
-    another interpreter (:mod:`qb_client.harbor.bridge`), which runs this file as
+    another interpreter (:mod:`qb_client.adapters.harbor.bridge`), which runs this file as
     ``VENV/bin/python -I worker.py OP`` with a JSON request on stdin and one JSON document on stdout. Where
     ``harbor`` is importable in our own process (the ``harbor`` extra on Python >= 3.12), the bridge calls
     :func:`handle` directly: the same code either way.
@@ -13,7 +13,7 @@ What it returns
     script); for a trajectory, every tool call of every step (of embedded subagent trajectories too) with its
     step index, step id, tool call id, function name, arguments and the agent that made it. A document Harbor
     refuses is ``{"error": "field 'steps.0.source': ..."}``: one line naming the first field pydantic named.
-    Nothing here decides which calls are shell commands: that is ours (:mod:`qb_client.harbor.atif`).
+    Nothing here decides which calls are shell commands: that is ours (:mod:`qb_client.adapters.harbor.atif`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``habits``: the deterministic human-habits baseline (:mod:`qb_client.agents.habits`) as a provider.
+"""``habits``: the deterministic human-habits baseline (:mod:`qb_client.adapters.agents.habits`) as a provider.
 
 It lets the demo and tests run the whole pipeline, extraction included, with a
 second offline "config" whose replies are not the references: a baseline, not a model.
-In the multi-turn arm (``--turns K``) it is :mod:`qb_client.agents.habits_loop`: the same first command,
+In the multi-turn arm (``--turns K``) it is :mod:`qb_client.adapters.agents.habits_loop`: the same first command,
 then one retry in its other quoting form when the exit code or stderr shows a failure, then a stop.
 """
 
@@ -15,7 +15,7 @@ from transports.results.record import ConfigInfo
 
 from ..agents.habits import PROSE, fence, habitual_reply
 from ..agents.habits_loop import RETRY_PROSE, next_command
-from ..replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall
+from ...replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall
 from .base import Generation, GenerationRequest, ProviderError
 
 

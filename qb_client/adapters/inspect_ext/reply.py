@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..replies.contracts import Extraction, ToolCall, extract
+from ...replies.contracts import Extraction, ToolCall, extract
 
 
 @dataclass(frozen=True)

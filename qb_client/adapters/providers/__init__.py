@@ -4,7 +4,7 @@ Network providers import their SDK lazily (only when chosen), so offline use
 (``reference``, ``replay``) needs neither SDK configured.
 
 May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.replies` (the contracts'
-messages and tools, the reply store read by ``replay:FILE``) and :mod:`qb_client.agents`. Never a
+messages and tools, the reply store read by ``replay:FILE``) and :mod:`qb_client.adapters.agents`. Never a
 campaign: campaigns call providers. This ``__init__`` only re-exports its own submodules, and none of
 them imports it back.
 """

@@ -24,7 +24,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from tasks.load import suite
 from tasks.schema import Task
 
-from ..replies.contracts import CONTRACTS, build_messages, reference_reply
+from ...replies.contracts import CONTRACTS, build_messages, reference_reply
 
 API = "quotebench"
 MODEL = "reference"

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from transports.results.record import ConfigInfo, Record
 from transports.results.store import JsonlWriter, StoreError, read_jsonl
 
-from ..console import BadInput, one_line
+from ...console import BadInput, one_line
 from .identity import config_for, draw_of, reply_id_of
 from .reply import read_reply
 from .scorer import RECORDS

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from transports.results.record import ConfigInfo, Usage
 
-from ..replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
+from ...replies.contracts import NATIVE_TOOL, STOP_WORD, ToolCall, check_contract, fence, reference_reply
 from .base import Generation, GenerationRequest, ProviderError
 
 
@@ -112,7 +112,7 @@ class ReplayProvider:
         return f"ReplayProvider({str(self.path)!r})"
 
     def _read(self) -> list[tuple[int, StoredReply]]:
-        from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning
+        from ...replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning
 
         entries: list[tuple[int, StoredReply]] = []
         torn: list[int] = []

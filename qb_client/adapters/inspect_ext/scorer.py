@@ -31,8 +31,8 @@ from inspect_ai.solver import TaskState
 
 from transports.results.record import Usage
 
-from ..replies.contracts import PROMPT_VERSION
-from ..campaign.replay import StoredReply, error_record, replay_one
+from ...replies.contracts import PROMPT_VERSION
+from ...campaign.replay import StoredReply, error_record, replay_one
 from .identity import config_for, draw_of, reply_id_of
 from .reply import Reply, read_reply
 

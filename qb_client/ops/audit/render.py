@@ -18,7 +18,7 @@ def title(audit: Audit) -> str:
 
 
 def table(audit: Audit) -> Table:
-    from ..console import safe
+    from ...console import safe
 
     t = Table("group", "measure", audit.harness, audit.baseline, title=title(audit), show_lines=False)
     last = None
@@ -42,7 +42,7 @@ def _text(value: str) -> str:
     carriage return as ``\\n`` and ``\\r``, tab as ``\\t``, ESC as ``\\x1b``, as :func:`..console.safe` shows
     them), so a value read from an audit document can neither start a forged table row nor act on the terminal
     the table is printed to; ``|`` escaped so it stays in its cell."""
-    from ..console import safe
+    from ...console import safe
 
     return safe(value).replace("\n", "\\n").replace("\t", "\\t").replace("|", "\\|")
 

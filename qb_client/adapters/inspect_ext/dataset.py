@@ -14,7 +14,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from tasks.load import select
 from tasks.schema import Task
 
-from ..replies.contracts import build_messages
+from ...replies.contracts import build_messages
 
 
 def sample_for(task: Task, contract: str) -> Sample:

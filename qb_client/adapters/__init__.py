@@ -1,0 +1,1 @@
+"""Adapters: reply sources and outside frameworks."""

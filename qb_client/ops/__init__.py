@@ -1,0 +1,1 @@
+"""One command's logic each."""
