@@ -90,9 +90,9 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
     """Two bars (generate, execute) for ``campaigns`` campaigns of ``replies`` replies (tasks x contracts x
     draws) on ``transports`` transports each, fed by the campaigns' hooks.
 
-    The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
-    to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
-    the rest of its share (already done by an earlier run) is counted as done at once."""
+    The totals are known before anything runs, so a bar never grows mid-run (a total counted per campaign
+    would jump from 556/560 to 560/1120 when the second one began): each campaign reports how much of its
+    share is left, and the rest of its share (already done by an earlier run) is counted as done at once."""
     from ..campaign.work import Progress
 
     progress, gen_bar = progress_bar(campaigns * replies, "generate")

@@ -44,7 +44,8 @@ REQUIRED = (
 CONFIG_FIELDS = ("provider", "model", "effort", "params")
 HARNESS_FIELDS = ("harness", "harness_version", "wrapper", "harness_log")
 """Optional (a harness route's records): each a string or null. The report groups by ``harness`` and
-``harness_version`` (set members, joined text), so a list there was a TypeError traceback, not bad input."""
+``harness_version`` (set members, joined text), so a list there is refused as bad input before it can
+raise a TypeError."""
 
 
 class ReportInputError(ValueError):

@@ -1,7 +1,7 @@
 """``--effort``: the values each provider documents, read from the installed SDK, and a way past them.
 
-A misspelt effort (``--effort hihg``) used to go to the provider as is: an API
-that rejects it costs a failed campaign; one that ignores it records a config
+A misspelt effort (``--effort hihg``) sent as is would cost a failed campaign
+on an API that rejects it, and on one that ignores it would record a config
 label that lies. So an effort is checked against what the installed SDK's own
 types allow for the field it goes into:
 

@@ -1,6 +1,6 @@
 """What the audit asks of a harness route, and only that: the route object itself says how to run it, which exec
-is its final shell, which shell that is and what its launcher sets. Read through the frame's own methods, with
-the newer frame's hooks (``final_shell_in``, ``run_env``) where it has them, so nothing here is per harness."""
+is its final shell, which shell that is and what its launcher sets. Read through the frame's own methods, and
+its optional hooks (``final_shell_in``, ``run_env``) where a route has them, so nothing here is per harness."""
 
 from __future__ import annotations
 
