@@ -112,8 +112,8 @@ def report_cmd(
 # ---------------------------------------------------------------- bench
 
 
-bench_app = typer.Typer(context_settings=CONTEXT, help="What the harness costs, as ratios to a bare `bash -c true` "
-                                                       "measured in the same run.")
+bench_app = typer.Typer(context_settings=CONTEXT, help="What measuring costs (transports, paths, MCP calls), as "
+                                                       "ratios to a bare `bash -c true` measured in the same run.")
 app.add_typer(bench_app, name="bench")
 
 
@@ -129,8 +129,8 @@ def bench_cmd(
                                "its final shell (goal: at most 3x; tmux 10x)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run. `bench harnesses`:
-    the real agent harnesses."""
+    """What measuring costs (transports, paths, MCP calls), as ratios to a bare `bash -c true` measured in the
+    same run. `bench harnesses`: the real agent harnesses."""
     if ctx.invoked_subcommand is not None:
         return
     from ..ops.bench import mcp_paths, run_bench

@@ -12,13 +12,14 @@ from .app import CONTEXT, JSON_OPT, app
 from ..console import fail, out, print_json, safe
 
 components_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT,
-                             help="Components the paths need that quotebench can install (npm packages).")
+                             help="Components the routes need that quotebench can install (npm packages and Python "
+                                  "venvs).")
 app.add_typer(components_app, name="components")
 
 
 @app.command("doctor")
 def doctor_cmd(as_json: bool = JSON_OPT) -> None:
-    """What each transport, path (and agent harness: none yet) needs from this machine, and whether it is
+    """What each transport, path, agent harness and integration needs from this machine, and whether it is
     here. Exit 0 when everything required is present, 1 otherwise. Installs nothing."""
     from rich.table import Table
 
@@ -60,9 +61,9 @@ def components_install(
                                                 help="Components to install (default: every installable one)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Install components ahead of time (today: the npm shell-quote package), for a machine that will run
-    offline later; one line per component. Idempotent: an installed one is left as it is. Exit 1 if any
-    install failed."""
+    """Install components ahead of time (the npm packages and Python venvs `doctor` lists: shell-quote, the
+    agent harnesses, harbor), for a machine that will run offline later; one line per component. Idempotent:
+    an installed one is left as it is. Exit 1 if any install failed."""
     from ..ops.doctor import install
 
     try:

