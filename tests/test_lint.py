@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from probes import cli
-from qb_client.views.route import rules_for
+from qb_client.records.route import rules_for
 from transports.lint import LintError, lint
 
 ROOT = Path(__file__).resolve().parent.parent

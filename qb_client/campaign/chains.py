@@ -23,7 +23,7 @@ from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from ..providers.base import GenerationRequest, ProviderError
+from ..adapters.providers.base import GenerationRequest, ProviderError
 from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
 from .limits import command_limits
 from .loop import chain_record, run_chain

@@ -45,7 +45,7 @@ from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from ..providers.base import Generation, GenerationRequest, Provider, ProviderError
+from ..adapters.providers.base import Generation, GenerationRequest, Provider, ProviderError
 from ..replies.contracts import PROMPT_VERSION
 from .limits import command_limits
 from .loop import combine

@@ -21,7 +21,7 @@ from tasks.schema import Task
 from transports.results.record import Record, new_id, versions
 from transports.results.store import JsonlWriter
 
-from ..providers.base import Generation, Provider
+from ..adapters.providers.base import Generation, Provider
 from ..replies.contracts import PROMPT_VERSION, check_contract
 
 

@@ -112,8 +112,8 @@ def report_cmd(
 # ---------------------------------------------------------------- bench
 
 
-bench_app = typer.Typer(context_settings=CONTEXT, help="What the harness costs, as ratios to a bare `bash -c true` "
-                                                       "measured in the same run.")
+bench_app = typer.Typer(context_settings=CONTEXT, help="What measuring costs (transports, paths, MCP calls), as "
+                                                       "ratios to a bare `bash -c true` measured in the same run.")
 app.add_typer(bench_app, name="bench")
 
 
@@ -133,11 +133,11 @@ def bench_cmd(
                                 "goals."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run. `bench harnesses`:
-    the real agent harnesses."""
+    """What measuring costs (transports, paths, MCP calls), as ratios to a bare `bash -c true` measured in the
+    same run. `bench harnesses`: the real agent harnesses."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..bench import mcp_paths, run_bench
+    from ..ops.bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
     names = parse_list(transports or ("raw,nested,ssh" if phases else BENCH_TRANSPORTS))
@@ -227,7 +227,7 @@ def bench_harnesses_cmd(
     and through raw on its final shell (the same run, warm sandboxes), as ratios to `bash -c true`."""
     from transports.harnesses import HARNESSES
 
-    from ..bench import run_harness_bench
+    from ..ops.bench import run_harness_bench
 
     names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
     unknown = [h for h in names if h not in HARNESSES]

@@ -94,7 +94,7 @@ def lint_cmd(
             doc = p.to_json()
             print(json.dumps(doc, ensure_ascii=False), flush=False)
         else:
-            from ..views.lint import lint_view
+            from ..records.lint import lint_view
 
             if k:
                 out.print()

@@ -14,7 +14,7 @@ def check_offline_effort(provider: str, efforts: list[str]) -> None:
     label on purpose; a documented one is kept, with a warning that nothing is sent."""
     if provider not in OFFLINE:
         return
-    from ..providers.effort import RAW_PREFIX, UNSET, allowed_efforts
+    from ..adapters.providers.effort import RAW_PREFIX, UNSET, allowed_efforts
 
     known = {v for p in ("anthropic", "openai", "openai-chat") for v in allowed_efforts(p) or ()}
     for e in efforts:

@@ -90,9 +90,9 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
     """Two bars (generate, execute) for ``campaigns`` campaigns of ``replies`` replies (tasks x contracts x
     draws) on ``transports`` transports each, fed by the campaigns' hooks.
 
-    The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
-    to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
-    the rest of its share (already done by an earlier run) is counted as done at once."""
+    The totals are known before anything runs, so a bar never grows mid-run (a total counted per campaign
+    would jump from 556/560 to 560/1120 when the second one began): each campaign reports how much of its
+    share is left, and the rest of its share (already done by an earlier run) is counted as done at once."""
     from ..campaign.work import Progress
 
     progress, gen_bar = progress_bar(campaigns * replies, "generate")
@@ -272,8 +272,8 @@ def run_cmd(
     from ..campaign.oneshot import Campaign, check_resume_files
     from ..campaign.work import Plan
     from ..campaign.native import NativeExecutor
-    from ..providers.factory import make_provider
-    from ..providers.retry import RetryPolicy
+    from ..adapters.providers.factory import make_provider
+    from ..adapters.providers.retry import RetryPolicy
 
     names = parse_list(transports)
     contract_names = contract_list(contracts)
@@ -370,7 +370,7 @@ def demo_cmd(
     apply_suite(suite_opt)
     apply_userland(userland)
 
-    from ..demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
+    from ..ops.demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
     from ..report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports) if transports else TRANSPORTS

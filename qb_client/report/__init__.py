@@ -13,9 +13,10 @@ Inside: :mod:`.load` reads and checks records, :mod:`.compute` (with :mod:`.stat
 :mod:`.page` (with :mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands,
 :mod:`.lint_check` sets the lint's predictions against the measured damage (``report --lint``).
 
-May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console` and
-:mod:`qb_client.views`. Never a campaign or the CLI: a report is made from results files alone. This
-``__init__`` only re-exports its own submodules, and none of them imports it back.
+May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console`,
+:mod:`qb_client.replies` (the config label) and :mod:`qb_client.records`. Never a campaign or the CLI: a
+report is made from results files alone. This ``__init__`` only re-exports its own submodules, and none
+of them imports it back.
 """
 
 from __future__ import annotations

@@ -175,8 +175,8 @@ _CAPS = (("reply", FIELD_CAP), ("command", FIELD_CAP), ("received", FIELD_CAP), 
 def capped(record: Record) -> Record:
     """``record`` with every stored text field cut to its cap, the cut ones named in ``truncated``.
 
-    Why: ``quotebench serve`` appends a record per call, and a client sends what it likes: a 3 MiB command
-    was stored twice (reply and command) on every call, 6 MB of record file each. Judge first, cap after:
+    Why: ``quotebench serve`` appends a record per call, and a client sends what it likes: a 3 MiB command,
+    uncapped, would be stored twice (reply and command) on every call, 6 MB of record file each. Judge first, cap after:
     ``damaged`` and the verdict are computed on the full text. A cut output is also ``truncated`` there."""
     update: dict[str, object] = {}
     cut: list[str] = []
