@@ -183,7 +183,7 @@ BENCH_TRANSPORTS = "raw,nested,nested-single,escaped,tempscript,json-naive,json-
 
 def _print_phases(n: int, names: list[str], as_json: bool) -> None:
     """``bench --phases``: the profile of one record per transport, then each goal, within or over."""
-    from ..bench import run_phases
+    from ..ops.bench import run_phases
 
     err.print(f"quotebench bench --phases: {n} rounds of {', '.join(names)}...")
     doc = run_phases(n, names)
