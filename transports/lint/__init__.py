@@ -99,14 +99,19 @@ def _check(command: object) -> str:
 def _hazards(command: str, layers: list[tuple[str, Any]]) -> list[Hazard]:
     """Spans of R that the outermost unsafe layers reinterpret (an inner layer's hazards are in the text the
     outer one decoded, which is not R's, unless the outer layer left it unchanged)."""
-    names = set(base_parts("+".join(b for b, _ in layers)))
     found: list[Hazard] = []
-    for rule in RULES:
-        if names & set(rule.routes):
-            for start, end in rule.spans(command):
-                found.append(Hazard(start, end, command[start:end], rule.kind, rule.text))
+    for rule in _rules_of(tuple(b for b, _ in layers)):
+        for start, end in rule.spans(command):
+            found.append(Hazard(start, end, command[start:end], rule.kind, rule.text))
     found.sort(key=lambda h: (h.start, h.end))
     return found[:500]
+
+
+@lru_cache(maxsize=256)
+def _rules_of(layers: tuple[str, ...]) -> tuple[Any, ...]:
+    """The rules of a route's unsafe layers (one table walk per route, not per command)."""
+    names = set(base_parts("+".join(layers)))
+    return tuple(rule for rule in RULES if names & set(rule.routes))
 
 
 def lint(command: str, transport: str, *, env: Mapping[str, str] | None = None) -> Lint:
