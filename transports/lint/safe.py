@@ -12,12 +12,10 @@ from collections.abc import Callable
 
 from .model import Outcome, Safe
 
-_DQ_ACTIVE = str.maketrans({c: "\\" + c for c in '\\"$`'})
-
-
 def dq_escape(command: str) -> str:
-    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back."""
-    return command.translate(_DQ_ACTIVE)
+    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back (the
+    backslashes first, so the ones added after are not doubled)."""
+    return command.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
 
 
 def sq_escape(command: str) -> str:
