@@ -51,6 +51,14 @@ def read_commands(path: Path) -> list[str]:
     return commands
 
 
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def parse_env(pairs: list[str]) -> dict[str, str] | None:
     if not pairs:
         return None
@@ -93,8 +101,10 @@ def lint_cmd(
         damaged += p.damaged is True
         unknown += p.damaged is None
         if as_json:
-            doc = p.to_json()
-            print(json.dumps(doc, ensure_ascii=False), flush=False)
+            line = json.dumps(p.to_json(), ensure_ascii=False)
+            if not line.isascii() and _has_surrogate(line):  # a lone surrogate has no UTF-8: JSON's \u escape
+                line = json.dumps(p.to_json())
+            print(line, flush=False)
         else:
             from ..views.lint import lint_view
 

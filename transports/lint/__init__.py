@@ -96,6 +96,14 @@ def _check(command: object) -> str:
     return command
 
 
+def _check_env(env: object) -> None:
+    if not isinstance(env, Mapping):
+        raise LintError(f"env must map names to values, not {type(env).__name__}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise LintError(f"env must map text to text: {str(key)[:40]!r} -> {type(value).__name__}")
+
+
 def _hazards(command: str, layers: list[tuple[str, Any]]) -> list[Hazard]:
     """Spans of R that the outermost unsafe layers reinterpret (an inner layer's hazards are in the text the
     outer one decoded, which is not R's, unless the outer layer left it unchanged)."""
@@ -119,6 +127,10 @@ def lint(command: str, transport: str, *, env: Mapping[str, str] | None = None) 
     environment, when it is known (QuoteBench's sandbox gives ``Sandbox.env()``); without it every variable
     the outer shell would expand makes ``received`` unknown. LintError for bad input."""
     command = _check(command)
+    if not isinstance(transport, str):
+        raise LintError(f"the transport must be text, not {type(transport).__name__}")
+    if env is not None:
+        _check_env(env)
     name, layers = _route(transport)
     own = _outcome(command, layers, env)
     safe = choose(name, [b for b, _ in layers], command, lambda text: _outcome(text, layers, env), own)
