@@ -37,8 +37,10 @@ _FD = re.compile(r"\d+(?=[<>])")
 _FD_OPERATOR = re.compile(r"\d+(>>|>\||<>|>&|<&|<<|>|<)")
 _BRACE = re.compile(r"\{[^\s{}]*(,|\.\.)[^\s{}]*\}")
 _IFS_SPLIT = re.compile(r"([ \t\n]+)")
-_LITERAL_RUN = re.compile(r"[^ \t;&|<>()\n\\'\"`$*?\[~{]+")
 _PLAIN = r"[^ \t;&|<>()\n\\'\"`$*?\[~{]"
+"""A character that is itself in an unquoted word (not a blank, operator, quote, escape, expansion, pattern,
+tilde or brace)."""
+_LITERAL_RUN = re.compile(_PLAIN + "+")
 _SIMPLE_WORD = re.compile(rf"""(?:{_PLAIN}+|'[^']*'|\\[^\n]|"(?:[^"\\`$]|\\[\s\S])*")+""")
 """A word of pieces that expand to themselves (a literal run, a single-quoted string, a backslash pair, a
 double-quoted string without ``$`` or a backtick): read in one match when it reaches the word's end."""
