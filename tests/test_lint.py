@@ -226,3 +226,14 @@ def test_report_lint_sets_predictions_against_measured_damage(tmp_path: Path, ca
     assert rows["nested"]["missed"] == 0 and rows["raw"]["flagged"] == 0
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint")
     assert "Lint predicted" in out and "recall" in out
+
+
+def test_bench_lint_gives_throughput_per_transport_beside_the_goal(capsys, monkeypatch) -> None:
+    code, out, _ = cli(capsys, monkeypatch, "bench", "lint", "--transports", "raw,nested", "--rounds", "1", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["goal_per_s"] == 20_000 and set(doc["transports"]) == {"raw", "nested"}
+    assert doc["sources"] == {"reference": 112, "habits": 112, "hostile": 37}
+    for row in doc["transports"].values():
+        assert row["commands_per_s"] > 0 and row["within_goal"] == (row["commands_per_s"] >= 20_000)
+    code, _, err = cli(capsys, monkeypatch, "bench", "lint", "--transports", "nope")
+    assert code == 2 and "unknown transport 'nope'" in err and err.count("\n") == 1

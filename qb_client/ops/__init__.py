@@ -3,6 +3,7 @@
 * :mod:`.suite_check`: ``quotebench tasks check``, the suite's own exactness proof;
 * :mod:`.doctor`: ``quotebench doctor`` and ``components install``;
 * :mod:`.bench`: ``quotebench bench``, the harness's cost as ratios to a bare ``bash -c true``;
+* :mod:`.bench_lint`: ``quotebench bench lint``, the lint's commands per second per core on each lab transport;
 * :mod:`.demo`: ``quotebench demo``, the crossed design offline, then the report;
 * :mod:`.audit`: ``quotebench harness audit NAME``, probes sent through a harness route, measured.
 

@@ -96,17 +96,30 @@ def _check(command: object) -> str:
     return command
 
 
+def _check_env(env: object) -> None:
+    if not isinstance(env, Mapping):
+        raise LintError(f"env must map names to values, not {type(env).__name__}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise LintError(f"env must map text to text: {str(key)[:40]!r} -> {type(value).__name__}")
+
+
 def _hazards(command: str, layers: list[tuple[str, Any]]) -> list[Hazard]:
     """Spans of R that the outermost unsafe layers reinterpret (an inner layer's hazards are in the text the
     outer one decoded, which is not R's, unless the outer layer left it unchanged)."""
-    names = set(base_parts("+".join(b for b, _ in layers)))
     found: list[Hazard] = []
-    for rule in RULES:
-        if names & set(rule.routes):
-            for start, end in rule.spans(command):
-                found.append(Hazard(start, end, command[start:end], rule.kind, rule.text))
+    for rule in _rules_of(tuple(b for b, _ in layers)):
+        for start, end in rule.spans(command):
+            found.append(Hazard(start, end, command[start:end], rule.kind, rule.text))
     found.sort(key=lambda h: (h.start, h.end))
     return found[:500]
+
+
+@lru_cache(maxsize=256)
+def _rules_of(layers: tuple[str, ...]) -> tuple[Any, ...]:
+    """The rules of a route's unsafe layers (one table walk per route, not per command)."""
+    names = set(base_parts("+".join(layers)))
+    return tuple(rule for rule in RULES if names & set(rule.routes))
 
 
 def lint(command: str, transport: str, *, env: Mapping[str, str] | None = None) -> Lint:
@@ -114,6 +127,10 @@ def lint(command: str, transport: str, *, env: Mapping[str, str] | None = None) 
     environment, when it is known (QuoteBench's sandbox gives ``Sandbox.env()``); without it every variable
     the outer shell would expand makes ``received`` unknown. LintError for bad input."""
     command = _check(command)
+    if not isinstance(transport, str):
+        raise LintError(f"the transport must be text, not {type(transport).__name__}")
+    if env is not None:
+        _check_env(env)
     name, layers = _route(transport)
     own = _outcome(command, layers, env)
     safe = choose(name, [b for b, _ in layers], command, lambda text: _outcome(text, layers, env), own)

@@ -8,17 +8,14 @@ the route's predictor says it arrives as exactly R (an unknown prediction is nev
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 
 from .model import Outcome, Safe
 
-_DQ_ACTIVE = re.compile(r'([\\"$`])')
-
-
 def dq_escape(command: str) -> str:
-    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back."""
-    return _DQ_ACTIVE.sub(r"\\\1", command)
+    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back (the
+    backslashes first, so the ones added after are not doubled)."""
+    return command.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
 
 
 def sq_escape(command: str) -> str:
