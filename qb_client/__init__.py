@@ -14,8 +14,8 @@ checks this order, ``QB_CLIENT_ROOMS``):
 * :mod:`.campaign`: generation and execution of replies (campaigns, chains, native, replay);
 * :mod:`.inspect_ext`: QuoteBench inside Inspect AI (optional);
 * :mod:`.harbor`: QuoteBench tasks as a Harbor dataset, and ATIF trajectories into reply stores (optional);
-* :mod:`.suite_check`, :mod:`.doctor`, :mod:`.bench`, :mod:`.demo`: one command's logic each
-  (``tasks check``, ``doctor``/``components install``, ``bench``, ``demo``);
+* :mod:`.suite_check`, :mod:`.doctor`, :mod:`.bench`, :mod:`.bench_harness`, :mod:`.demo`: one command's
+  logic each (``tasks check``, ``doctor``/``components install``, ``bench``, ``bench harnesses``, ``demo``);
 * :mod:`.audit`: the harness audit (``harness audit NAME``): probes sent through a harness route, measured;
 * :mod:`.cli`: the command line, the only room that sees all the others.
 """

@@ -59,7 +59,7 @@ LEFT = TRANSPORTS_LEFT | TASKS_LEFT
 # The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py).
 QB_CLIENT_ROOMS = (
     "console", "replies", "agents", "views", "providers", "report", "campaign", "inspect_ext", "harbor",
-    "suite_check", "doctor", "bench", "demo", "audit", "cli", "__main__",
+    "suite_check", "doctor", "bench", "bench_harness", "demo", "audit", "cli", "__main__",
 )
 
 

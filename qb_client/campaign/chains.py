@@ -25,6 +25,7 @@ from transports.results.store import JsonlWriter, read_jsonl
 
 from ..providers.base import GenerationRequest, ProviderError
 from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
+from .jobs import prepare, stamped
 from .limits import command_limits
 from .loop import chain_record, run_chain
 from .native import NativeExecutor
@@ -55,6 +56,7 @@ async def run_chains(c: CampaignRun) -> None:
     c.progress.on_execution_total(len(todo))
     api = anyio.CapacityLimiter(plan.api_concurrency)
     ex = anyio.CapacityLimiter(plan.exec_concurrency)
+    prepare()
     open_chains = anyio.CapacityLimiter(max(plan.api_concurrency, plan.exec_concurrency))
     native = None
     if "native" in plan.contracts:
@@ -113,4 +115,4 @@ async def _chain(c: CampaignRun, task: Task, contract: str, draw: int, transport
                           {"run_id": c.run_id, "reply_id": cid, "config": config, "contract": contract, "draw": draw})
     if contract == "native":
         record = record.model_copy(update={"native_tool": c.plan.native_tool})
-    return record
+    return stamped(record, c.plan.exec_concurrency)
