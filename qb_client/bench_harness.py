@@ -2,16 +2,19 @@
 
 A harness run is a whole program's start (Claude Code's 235 MB native program, mini-swe-agent's litellm
 import), so it is timed apart from the transports, and never in CI's default bench, against two floors
-measured in the same run:
+measured in the same run (and our frame's share):
 
 * raw on the harness's own final shell (ours: sandbox, limits and a shell, nothing else);
+* our frame alone (``frame_ms``): the launcher starting the courier and waiting for its port, then ``true`` in
+  the harness's place: what a route run costs beyond the harness's own work;
 * the harness's own bare start (``claude --version``, ``codex --version``, ``gemini --version``, the
   Python harnesses' interpreter importing their package), run the way the route runs the harness: in the
   same warm sandbox, from the same install, with the route's environment. What a route run adds to it is
   ours (the launcher, the courier, the exec trace) plus the harness's one model round trip and its shell:
   the goal is at most :data:`BARE_GOAL` x the bare start.
 
-The timed runs alternate route run and bare start, so a machine that slows down mid-measurement slows both.
+The timed runs alternate route run, bare start and frame, so a machine that slows down mid-measurement slows
+all three.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from typing import Any
 import anyio
 
 from tasks.load import get_task, suite
+from tasks.safefs import remove_tree
 from transports.execute import execute
-from transports.harnesses.harness import HarnessRoute
+from transports.harnesses.harness import COURIER, LAUNCHER, HarnessRoute
 from transports.paths.npm_cache import node_program
 from transports.registry import get
 from transports.sandbox import Limits, Sandbox, isolation_available
@@ -73,6 +77,21 @@ async def bare_start(route: HarnessRoute, box: Sandbox) -> tuple[float | None, s
     return ex.exec_ms, None
 
 
+async def frame_start(route: HarnessRoute, box: Sandbox) -> float | None:
+    """Our frame alone, in ``box``: the route's launcher starting the courier, waiting for its port and
+    exec'ing ``true`` where the harness would be. Its ``exec_ms``, or None if it failed."""
+    run = box.scratch("frame")
+    box.make_dir(run)
+    try:
+        command = box.write_file("command", b"true")
+        courier = box.write_file("courier.py", COURIER.read_bytes())
+        ex = await box.run(["/bin/sh", "-c", LAUNCHER, "qb-harness", courier, command,
+                            f"{box.inside(run)}/courier.log", route.url_var, route.url_path, "true"], env=route.env())
+    finally:
+        remove_tree(run)
+    return ex.exec_ms if ex.exit_code == 0 else None
+
+
 async def _timed_runs(name: str, n: int, timeout_s: float) -> dict[str, Any]:
     """``n`` runs of ``true`` through ``name`` in one warm sandbox (after one warm-up run), each followed by
     the harness's bare start there when ``name`` is a harness route: the medians, or the one-line reason
@@ -82,6 +101,7 @@ async def _timed_runs(name: str, n: int, timeout_s: float) -> dict[str, Any]:
     harness = isinstance(t, HarnessRoute) and t.name in BARE_START
     samples: list[float] = []
     bare: list[float] = []
+    frame: list[float] = []
     bare_error: str | None = None
     with Sandbox.create(task, Limits(timeout_s=timeout_s)) as box:
         for k in range(n + 1):
@@ -94,12 +114,16 @@ async def _timed_runs(name: str, n: int, timeout_s: float) -> dict[str, Any]:
                 ms, bare_error = await bare_start(t, box)  # type: ignore[arg-type]
                 if k and ms is not None:
                     bare.append(ms)
+                framed = await frame_start(t, box)  # type: ignore[arg-type]
+                if k and framed is not None:
+                    frame.append(framed)
     out: dict[str, Any] = {"exec_ms": median_ms(samples), "min_ms": round(min(samples), 3),
                            "max_ms": round(max(samples), 3)}
     if harness:
         bare_ms = median_ms(bare) if bare and bare_error is None else None
         ratio = round(out["exec_ms"] / bare_ms, 2) if bare_ms else None
         out.update({"bare": BARE_START[name][0], "bare_ms": bare_ms, "vs_bare": ratio, "bare_goal": BARE_GOAL,
+                    "frame_ms": median_ms(frame) if frame else None,
                     "within_bare_goal": ratio is not None and ratio <= BARE_GOAL,
                     **({"bare_error": bare_error} if bare_error else {})})
     return out

@@ -213,12 +213,12 @@ def bench_harnesses_cmd(
     t = Table(title=f"agent harnesses: process run of `true`, median of {n}; bash -c true = {floor:.2f} ms "
                     f"(isolation: {doc['isolation']}, {doc['cores']} cores)")
     for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline", "bare start", "bare ms",
-                 "x bare", "goal"):
+                 "x bare", "goal", "frame ms"):
         t.add_column(head, justify="left" if head in ("harness", "vs", "bare start") else "right",
                      no_wrap=head not in ("harness", "bare start"))
     for name, v in doc["harnesses"].items():
         if v["exec_ms"] is None:
-            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"), "-", "-", "-", "-")
+            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"), *["-"] * 5)
             continue
         within = ("ok" if v["within_bare_goal"] else "MISSED") if v.get("vs_bare") is not None else \
             safe(v.get("bare_error") or "-")
@@ -227,7 +227,8 @@ def bench_harnesses_cmd(
                   f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-",
                   safe(v.get("bare") or "-"), f"{v['bare_ms']:.1f}" if v.get("bare_ms") is not None else "-",
                   f"{v['vs_bare']:.2f}" if v.get("vs_bare") is not None else "-",
-                  f"<= {v['bare_goal']:g}x {within}" if "bare_goal" in v else "-")
+                  f"<= {v['bare_goal']:g}x {within}" if "bare_goal" in v else "-",
+                  f"{v['frame_ms']:.1f}" if v.get("frame_ms") is not None else "-")
     out.print(t)
     for name, s in (doc.get("sweep") or {}).items():
         out.print(f"sweep {safe(name)}: {s['executions']} executions ({s['passed']['raw']} raw + "
