@@ -67,11 +67,13 @@ def lines(path: Path) -> list[dict]:
 # ---------------------------------------------------------------- the option
 
 
-@pytest.mark.parametrize("command", [["replay", "r.jsonl", "--out", "o.jsonl"], ["run", "--model", "habits", "--out", "o"],
-                                     ["demo"], ["bench", "harnesses", "--sweep"]])
+@pytest.mark.parametrize("command", [["replay", "r.jsonl", "--out", "o.jsonl"],
+                                     ["run", "--model", "habits", "--out", "o"], ["demo"],
+                                     ["bench", "harnesses", "--sweep"]])
 @pytest.mark.parametrize("n", ["0", "-1"])
 def test_jobs_below_one_is_a_one_line_usage_error(command: list[str], n: str) -> None:
-    one_line_error(qb(*command, "--jobs", n), "Invalid value for '--jobs' / '-j': Input should be greater than or equal to 1")
+    one_line_error(qb(*command, "--jobs", n),
+                   "Invalid value for '--jobs' / '-j': Input should be greater than or equal to 1")
 
 
 def test_the_older_names_still_parse_and_disagreeing_with_jobs_is_refused(tmp_path: Path) -> None:

@@ -179,7 +179,8 @@ def replay_cmd(
                        if (r.get("reply_id"), r.get("transport")) in keys and same_axes(r)], is_harness_error)
     errors = [r for r in recorded if is_harness_error(r)]
     doc = {"replies": len(stored), "transports": names, "executed_now": n, "already_recorded": total - n,
-           "errors": len(errors), "seconds": round(seconds, 3), "jobs": jobs, "out": str(out_path), "cells": summarize(recorded)}
+           "errors": len(errors), "seconds": round(seconds, 3), "jobs": jobs, "out": str(out_path),
+           "cells": summarize(recorded)}
     if as_json:
         print_json(doc)
     else:
@@ -380,7 +381,8 @@ def demo_cmd(
     doc = compute(load_records([str(where / "results.jsonl")]))
     render_terminal(doc, out)
     write_html(doc, html)
-    message(f"{time.perf_counter() - start:.1f} s with --jobs {jobs}; results in {where}/results.jsonl; report in {html}")
+    message(f"{time.perf_counter() - start:.1f} s with --jobs {jobs}; results in {where}/results.jsonl; "
+            f"report in {html}")
     for e in errors:
         message(f"error: {e}", style="red")
     raise typer.Exit(1 if errors else 0)
