@@ -160,3 +160,14 @@ print(sum(made))
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.stdout == "8\n", r.stderr
+
+
+@pytest.mark.needs("bwrap")
+def test_a_campaign_records_its_jobs_and_its_summary_says_them(tmp_path: Path) -> None:
+    r = qb("run", "--model", "habits", "--tasks", "file-write/control,file-write/h1", "--contracts", "raw",
+           "--transports", "raw,nested", "--jobs", "3", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"] == 3
+    recs = lines(tmp_path / "results.jsonl")
+    assert len(recs) == 4 and {(x["jobs"], x["cpus"]) for x in recs} == {(3, cpu_count())}
+    assert all("jobs" not in x for x in lines(tmp_path / "replies.jsonl"))  # a reply does not depend on N
