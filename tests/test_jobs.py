@@ -141,7 +141,7 @@ def test_replay_with_one_job_and_four_records_the_same(tmp_path: Path) -> None:
 @pytest.mark.needs("memory-cgroup")
 def test_sandboxes_made_at_once_by_a_fresh_process_all_get_their_cgroup() -> None:
     """The first sandboxes of a run are made at once, in worker threads: each must get the process and memory
-    caps of its cgroup, none fall back to an rlimit because another thread was making the cgroup parents."""
+    caps of its cgroup, none fall back to an rlimit because another thread is making the cgroup parents."""
     script = """
 import threading
 from qb_client.campaign.jobs import prepare

@@ -64,8 +64,8 @@ def stamped(record: R, jobs: int) -> R:
 def prepare() -> None:
     """Settle what every sandbox of this process shares before executions start at once: the cgroup parents
     (:mod:`transports.sandbox.cgroups`). They are made on first use, in whichever worker thread makes the first
-    sandbox, and sandboxes made by other threads meanwhile got no group at all (no process cap, memory held by
-    an rlimit only: ``limits_applied`` said so). Settled first, every sandbox gets the same limits whatever
+    sandbox, and a sandbox another thread makes meanwhile gets no group at all (no process cap, memory held by
+    an rlimit only, as its ``limits_applied`` says). Settled first, every sandbox gets the same limits whatever
     ``--jobs`` (``tests/test_jobs.py``)."""
     from transports.sandbox import cgroups
 
