@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .app import CONTEXT, JSON_OPT, app
-from .options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
+from .options import SUITE_OPT, USERLAND_OPT, apply_jobs, apply_suite, apply_userland, jobs_alias
 from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
 
 
@@ -223,15 +223,20 @@ def bench_harnesses_cmd(
                                             "registered one)."),
     sweep: bool = typer.Option(False, "--sweep", help="Also run the full sweep: the 112 reference solutions (56 raw, "
                                "56 disclosed) through each harness (minutes per harness; never in CI)."),
-    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Parallel harness runs in the sweep."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+                                       help="Harness runs at once in the sweep (default: the CPUs this process may "
+                                            "use), held to what the host budget holds (half of the RAM over --disk "
+                                            "+ --memory per run)."),
+    concurrency: Optional[int] = jobs_alias("--concurrency"),
     timeout: float = typer.Option(120.0, "--timeout", min=1, help="Wall clock per harness run, seconds."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What one run through each real agent harness costs: the median process run of `true` through the harness
-    and through raw on its final shell (the same run, warm sandboxes), as ratios to `bash -c true`."""
+    """What one run through each real agent harness costs: the median process run of `true` through the harness,
+    through raw on its final shell and of the harness's bare start (`claude --version` ...; the same run, warm
+    sandboxes), as ratios to `bash -c true`; the goal is a route run within 1.2x its bare start."""
     from transports.harnesses import HARNESSES
 
-    from ..ops.bench import run_harness_bench
+    from ..ops.bench_harness import run_harness_bench, sweep_jobs
 
     names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
     unknown = [h for h in names if h not in HARNESSES]
@@ -239,9 +244,11 @@ def bench_harnesses_cmd(
         fail(f"--harnesses: unknown harness route '{safe(unknown[0])}'; known: {', '.join(HARNESSES)}")
     if not names:
         fail(f"--harnesses: name at least one harness route; known: {', '.join(HARNESSES)}")
+    jobs = apply_jobs(jobs, concurrency, "--concurrency")
+    at_once = ", ".join(sorted({str(sweep_jobs(h, jobs, timeout)) for h in names}))
     err.print(f"quotebench bench harnesses: measuring {', '.join(names)} ({n} runs each"
-              + (f", then the sweep of 112 replies each at concurrency {concurrency}" if sweep else "") + ")...")
-    doc = run_harness_bench(n, names, sweep=sweep, concurrency=concurrency, timeout_s=timeout)
+              + (f", then the sweep of 112 replies each, {at_once} at once" if sweep else "") + ")...")
+    doc = run_harness_bench(n, names, sweep=sweep, jobs=jobs, timeout_s=timeout)
     if as_json:
         print_json(doc)
         return
@@ -250,15 +257,23 @@ def bench_harnesses_cmd(
     floor = doc["bash_c_true_ms"]
     t = Table(title=f"agent harnesses: process run of `true`, median of {n}; bash -c true = {floor:.2f} ms "
                     f"(isolation: {doc['isolation']}, {doc['cores']} cores)")
-    for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline"):
-        t.add_column(head, justify="left" if head in ("harness", "vs") else "right", no_wrap=head != "harness")
+    for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline", "bare start", "bare ms",
+                 "x bare", "goal", "frame ms"):
+        t.add_column(head, justify="left" if head in ("harness", "vs", "bare start") else "right",
+                     no_wrap=head not in ("harness", "bare start"))
     for name, v in doc["harnesses"].items():
         if v["exec_ms"] is None:
-            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"))
+            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"), *["-"] * 5)
             continue
+        within = ("ok" if v["within_bare_goal"] else "MISSED") if v.get("vs_bare") is not None else \
+            safe(v.get("bare_error") or "-")
         t.add_row(safe(name), f"{v['exec_ms']:.1f}", f"{v['exec_ratio']:.1f}", safe(v["baseline"]),
                   f"{v['baseline_ms']:.1f}" if v["baseline_ms"] is not None else "-",
-                  f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-")
+                  f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-",
+                  safe(v.get("bare") or "-"), f"{v['bare_ms']:.1f}" if v.get("bare_ms") is not None else "-",
+                  f"{v['vs_bare']:.2f}" if v.get("vs_bare") is not None else "-",
+                  f"<= {v['bare_goal']:g}x {within}" if "bare_goal" in v else "-",
+                  f"{v['frame_ms']:.1f}" if v.get("frame_ms") is not None else "-")
     out.print(t)
     for name, s in (doc.get("sweep") or {}).items():
         out.print(f"sweep {safe(name)}: {s['executions']} executions ({s['passed']['raw']} raw + "

@@ -12,11 +12,11 @@ score is perfect although the nested path alone costs it most of its passes.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from tasks.load import suite
 
+from ..campaign.jobs import cpu_count
 from ..campaign.oneshot import Campaign
 from ..campaign.work import Plan, Progress
 from ..adapters.providers.factory import make_provider
@@ -28,12 +28,14 @@ TRANSPORTS = ["raw", "nested", "ssh", "escaped", "tempscript", "raw@dash", "dock
 dash, so raw@dash is what they are compared with."""
 
 
-async def run_demo(out: Path, progress: Progress | None = None, transports: list[str] | None = None) -> list[str]:
-    """Run both agents into ``out``; returns the errors (empty when all went through)."""
+async def run_demo(out: Path, progress: Progress | None = None, transports: list[str] | None = None,
+                   jobs: int | None = None) -> list[str]:
+    """Run both agents into ``out``, ``jobs`` executions at once (default: the CPU count); returns the errors
+    (empty when all went through)."""
     errors: list[str] = []
     for agent in AGENTS:
         plan = Plan(tasks=list(suite()), contracts=CONTRACTS, transports=transports or TRANSPORTS,
-                    exec_concurrency=os.cpu_count() or 2)
+                    exec_concurrency=jobs or cpu_count())
         outcome = await Campaign(make_provider(agent), plan, out, progress).run()
         errors += outcome.errors
     return errors
