@@ -1,46 +1,39 @@
 """Sandboxed execution: where every agent command runs, on every path.
 
 Lifecycle
-    ``Sandbox.create(task)`` makes a fresh private root (a temp directory) holding
-    ``work/`` (the working directory, filled from the task's fixture), ``home/``
-    (``$HOME``), ``tmp/`` and ``meta/`` (transport scratch space: received-capture
-    files, temporary scripts; never inside ``work/``, so it cannot disturb a
-    directory-state check). ``run()`` may be called any number of times; state in
-    ``work/`` persists between calls (the MCP server relies on that). ``close()``
-    removes the root; the sandbox is also an (async) context manager. Every run is
-    traced (:mod:`transports.sandbox.exectrace`): ``Execution.trace`` is the kernel's record of
-    the programs it executed, from which transports take ``received``.
+    ``Sandbox.create(task)`` makes a fresh private root (a temp directory) holding ``work/`` (the working
+    directory, filled from the task's fixture), ``home/`` (``$HOME``), ``tmp/`` and ``meta/`` (transport scratch
+    space: received-capture files, temporary scripts; never inside ``work/``, so it cannot disturb a directory-
+    state check). ``run()`` may be called any number of times; state in ``work/`` persists between calls (the
+    MCP server relies on that). ``close()`` removes the root; the sandbox is also an (async) context manager.
+    Every run is traced (:mod:`transports.sandbox.exectrace`): ``Execution.trace`` is the kernel's record of the
+    programs it executed, from which transports take ``received``.
 
 Limits (``Limits``)
-    * wall clock: ``timeout_s`` (default 10 s), kept by a thread of the run, not the
-      event loop (:mod:`transports.sandbox.process`); on expiry every process of the run is
-      killed with SIGKILL and ``timed_out`` is set. A run ends when the command's
-      first program has exited and no process of it holds its output any more (as
-      ``ssh`` and ``docker exec`` wait); then everything left of it is killed, so
+    * wall clock: ``timeout_s`` (default 10 s), kept by a thread of the run, not the event loop
+      (:mod:`transports.sandbox.process`); on expiry every process of the run is killed with SIGKILL and
+      ``timed_out`` is set. A run ends when the command's first program has exited and no process of it holds
+      its output any more (as ``ssh`` and ``docker exec`` wait); then everything left of it is killed, so
       nothing outlives a call;
-    * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
-      marked ``truncated`` beyond it; a run that writes more than ``drain_cap``
-      bytes to one stream is killed (exit 137), so a ``yes`` cannot spin until
-      the timeout;
-    * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit``
-      prefix (one ``/bin/sh`` exec), never through ``preexec_fn``, which would
-      force a fork of a possibly large parent;
-    * processes: at most ``processes`` at once, through a pids cgroup per sandbox
-      where one can be made (RLIMIT_NPROC does nothing for root);
-    * memory: at most ``memory`` bytes per sandbox (default 1 GiB), all its runs and
-      both ends of ssh together, through a memory cgroup per sandbox; where no cgroup
-      can be made, an address-space rlimit of the same size per process
-      (:mod:`transports.sandbox.cgroups`);
-    * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the
-      harness runs as root (:mod:`transports.sandbox.diskcap`); elsewhere only the per-file
-      limit applies;
-    * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream
-      (the SSH server forwards its client's stdin);
-    * the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes (its pages
-      count against the memory limit too).
-    ``Execution.limits_applied`` says which mechanism enforced each limit, and
-    ``Execution.limit_hit`` which limit ended or failed the run (``time``,
-    ``output``, ``memory``, ``processes``, ``disk``, ``file-size``), if any.
+    * output: each of stdout and stderr is kept up to ``output_cap`` bytes and marked ``truncated`` beyond it; a
+      run that writes more than ``drain_cap`` bytes to one stream is killed (exit 137), so a ``yes`` cannot spin
+      until the timeout;
+    * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit`` prefix (one ``/bin/sh``
+      exec), never through ``preexec_fn``, which would force a fork of a possibly large parent;
+    * processes: at most ``processes`` at once, through a pids cgroup per sandbox where one can be made
+      (RLIMIT_NPROC does nothing for root);
+    * memory: at most ``memory`` bytes per sandbox (default 1 GiB), all its runs and both ends of ssh together,
+      through a memory cgroup per sandbox; where no cgroup can be made, an address-space rlimit of the same size
+      per process (:mod:`transports.sandbox.cgroups`);
+    * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the harness runs as root
+      (:mod:`transports.sandbox.diskcap`); elsewhere only the per-file limit applies;
+    * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream (the SSH server forwards its
+      client's stdin);
+    * the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes (its pages count against the memory limit
+      too).
+    ``Execution.limits_applied`` says which mechanism enforced each limit, and ``Execution.limit_hit`` which
+    limit ended or failed the run (``time``, ``output``, ``memory``, ``processes``, ``disk``, ``file-size``), if
+    any.
 
 Leftovers, no host root, isolation
     Roots are named ``qb-sandbox-<pid>-*``; the first sandbox a process makes removes what dead harness
@@ -56,16 +49,14 @@ Leftovers, no host root, isolation
     ``isolation`` is ``"none"``.
 
 Environment
-    Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and
-    nothing of the caller's environment (API keys above all).
+    Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and nothing of the caller's
+    environment (API keys above all).
 
 Paths
-    Under bwrap the private root is mounted at ``/sandbox`` (working directory
-    ``/sandbox/work``, ``HOME=/sandbox/home``, ``TMPDIR=/tmp``), so a command sees
-    the same paths on every run and replays are byte-reproducible; it is also
-    bound at its host path, so a host path handed in still resolves. Transports
-    that name a file to the command use ``inside(path)``. Without bwrap the
-    command sees the host paths.
+    Under bwrap the private root is mounted at ``/sandbox`` (working directory ``/sandbox/work``,
+    ``HOME=/sandbox/home``, ``TMPDIR=/tmp``), so a command sees the same paths on every run and replays are
+    byte-reproducible; it is also bound at its host path, so a host path handed in still resolves. Transports
+    that name a file to the command use ``inside(path)``. Without bwrap the command sees the host paths.
 
 Errors
     ``SandboxError`` when the sandbox cannot be built or the launcher cannot be started. A command's own
@@ -92,8 +83,8 @@ from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
 from .limits import Limits, which_limit
 from .ahead import Ahead
-from .execution import ArgumentTooLong, Bind, Execution, SandboxError
-from .process import Stdin, TooLong, run_traced
+from .execution import ArgumentTooLong, Bind, Execution, SandboxError, exit_code_of
+from .process import NotReleased, Stdin, TooLong, run_traced
 from .userland import default_userland
 
 
@@ -341,45 +332,60 @@ class Sandbox:
         self.runs += 1
         mark("transport: before the run")
         run_env = self.env(env)
-        taken, group, waiting, self.ahead = None, None, self.ahead, None
-        try:
-            taken = waiting and ahead.take(waiting, argv, run_env, lambda late: self.launcher(
-                late, network=network, binds=binds, cwd=cwd, group=waiting.group, env=run_env)[0])
-            if taken is not None:
-                group, full, stages = taken[0].group, taken[0].full, 0
-            else:
-                group = cgroups.child(self.cgroup, self.limits.memory)
-                full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group, env=run_env)
-        except OSError as e:
-            cgroups.remove(group)
-            raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
-        mark("run: the run's cgroup, launcher argv")
-        refused_forks = cgroups.refused_count(group, self.cgroup, fresh=taken is None)
-        mark("run: fork counter")
-        lim = self.limits
-        try:
-            outcome = await run_traced(
-                full, env=run_env, cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
-                output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
-                launcher_execs=stages, on_end=self._end_of(group), input_of=input_of, log_fd=log_fd,
-                inner=self.isolation == "bwrap", ready=(taken[0].tracer, taken[1]) if taken else None)
-        except TooLong:
-            cgroups.remove(group)
-            raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
-                                  "(131072 bytes); nothing ran") from None
-        except (OSError, exectrace.TraceError) as e:
-            cgroups.remove(group)
-            raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
-        finally:
-            if taken is not None:  # the launcher holds its own copy until its gate closes it
-                os.close(taken[0].fd)
+        waiting, self.ahead = self.ahead, None
+        if waiting is not None and stdin is not None and not isinstance(stdin, bytes):  # a stream cannot be
+            ahead.drop(waiting)  # sent twice, and a launcher started ahead that ran nothing is retried below
+            waiting = None
+        while True:
+            taken, group = None, None
+            try:
+                taken = waiting and ahead.take(waiting, argv, run_env, lambda late: self.launcher(
+                    late, network=network, binds=binds, cwd=cwd, group=waiting.group, env=run_env)[0])
+                if taken is not None:
+                    group, full, stages = taken[0].group, taken[0].full, 0
+                else:
+                    group = cgroups.child(self.cgroup, self.limits.memory)
+                    full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group,
+                                                 env=run_env)
+            except OSError as e:
+                cgroups.remove(group)
+                raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
+            mark("run: the run's cgroup, launcher argv")
+            refused_forks = cgroups.refused_count(group, self.cgroup, fresh=taken is None)
+            mark("run: fork counter")
+            lim = self.limits
+            try:
+                outcome = await run_traced(
+                    full, env=run_env, cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
+                    output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
+                    launcher_execs=stages, on_end=self._end_of(group), input_of=input_of, log_fd=log_fd,
+                    inner=self.isolation == "bwrap", ready=(taken[0].tracer, taken[1]) if taken else None)
+            except NotReleased:
+                outcome = None
+            except TooLong:
+                cgroups.remove(group)
+                raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
+                                      "(131072 bytes); nothing ran") from None
+            except (OSError, exectrace.TraceError) as e:
+                cgroups.remove(group)
+                raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+            finally:
+                if taken is not None:  # the launcher holds its own copy until its gate closes it
+                    os.close(taken[0].fd)
+            # a launcher started ahead that ran nothing of the command (killed from outside, or its exec of
+            # the command failed, which the run's own launcher reports as bwrap does): the run starts its own
+            if taken is None or (outcome is not None and (outcome.trace.execs or outcome.timed_out)):
+                break
+            reaper.later(lambda g=group: cgroups.remove(g))
+            waiting = None
+        assert outcome is not None
         mark("end: loop wakes, pipes drained")
         oom = cgroups.oom_killed(group)
         refused_after = cgroups.refused_count(group, self.cgroup)  # before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
         mark("end: oom and fork counters, cgroup removal queued")
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
-        exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
+        exit_code = None if timed_out or outcome.status is None else exit_code_of(outcome.status)
         hit = which_limit(timed_out=timed_out, drained=out.drained or err.drained, oom=oom,
                           rlimit_memory=group is None, stderr=err.text, refused=refused_after > refused_forks,
                           disk_full=lambda: self.mounted and diskcap.full(self.root),
@@ -390,9 +396,3 @@ class Sandbox:
             exec_ms=outcome.exec_ms, isolation=self.isolation,
             limit_hit=hit, limits_applied=self.applied(), trace=outcome.trace,
         )
-
-
-def _exit_code(code: int) -> int:
-    """Shell convention: a death by signal n is 128+n."""
-    return 128 - code if code < 0 else code
-

@@ -38,7 +38,6 @@ Machines differ (``mechanisms()`` says what applied, and records carry it)
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
 import signal
@@ -46,6 +45,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .ownexit import at_exit
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("pids", "memory")
@@ -103,7 +104,7 @@ def _probe() -> tuple[str | None, dict[str, Path]]:
             if c == "memory":  # children inherit it: a run's pages count against its sandbox's limit
                 _try_write(parents[c] / "memory.use_hierarchy", "1")
         for p in parents.values():
-            atexit.register(_remove_dir, p)
+            at_exit(_remove_dir, p)
         return ("cgroup-v1" if parents else None), parents
     if (CGROUP_ROOT / "cgroup.controllers").is_file() and _writable(CGROUP_ROOT):
         try:
@@ -117,7 +118,7 @@ def _probe() -> tuple[str | None, dict[str, Path]]:
             (parent / "cgroup.subtree_control").write_text("+pids +memory")
         except OSError:
             return None, {}
-        atexit.register(_remove_dir, parent)
+        at_exit(_remove_dir, parent)
         return "cgroup-v2", {c: parent for c in CONTROLLERS}
     return None, {}
 

@@ -41,3 +41,7 @@ class Execution:
     trace: exectrace.Trace | None = None
     """The kernel's record of every program the run executed (the launcher's own left out)."""
 
+
+def exit_code_of(code: int) -> int:
+    """Shell convention: a death by signal n is 128+n."""
+    return 128 - code if code < 0 else code

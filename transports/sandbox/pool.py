@@ -63,7 +63,9 @@ _closing = False
 
 
 def enabled() -> bool:
-    return os.environ.get("QB_NO_POOL") != "1"
+    """Only under bwrap: without it the sandbox built ahead lies on the host's /tmp, owned by the uid a command
+    runs as while it is built, and the command could plant files in the next record's root."""
+    return os.environ.get("QB_NO_POOL") != "1" and isolation_available() == "bwrap"
 
 
 def _key(transport: str, limits: Limits) -> Hashable:

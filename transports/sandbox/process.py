@@ -63,6 +63,10 @@ class TooLong(OSError):
     """The kernel refused the argument vector (E2BIG)."""
 
 
+class NotReleased(Exception):
+    """A launcher started ahead ended before its run was handed to it (killed from outside): nothing ran."""
+
+
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
                      on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None,
@@ -72,12 +76,13 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
     namespace does it). ``ready``: a launcher started ahead, waiting at its second gate, and the argument file
     it is to run (:func:`transports.sandbox.launch.late_payload`); then ``argv`` is not started.
 
-    Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
+    Raises :class:`TooLong` for E2BIG, ``OSError``/``TraceError`` when the launcher cannot start, and
+    :class:`NotReleased` when ``ready`` ended before it took the run (the caller starts the run's own)."""
     start = time.perf_counter()
     if ready is not None and not ready[0].release(ready[1], stdin=stdin is not None, watch=watch,
                                                   input_of=input_of, log_fd=log_fd):
-        discard_ready(ready[0])  # it ended before its run (killed from outside): this run starts its own
-        ready = None
+        discard_ready(ready[0])
+        raise NotReleased
     if ready is not None:
         tracer = ready[0]
         assert tracer.proc is not None
