@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from probes import cli
+from probes import cli, results_file
 from qb_client.records.route import rules_for
 from transports.lint import LintError, lint
 
@@ -207,17 +207,7 @@ def test_a_fifo_or_missing_file_is_refused_not_waited_on(tmp_path: Path, capsys,
 
 @pytest.mark.needs("bwrap")
 def test_report_lint_sets_predictions_against_measured_damage(tmp_path: Path, capsys, monkeypatch) -> None:
-    import anyio
-
-    from tasks.load import get_task
-    from transports.execute import execute
-
-    task = get_task("file-write/control")
-    runs = [(c, t) for c in ('echo "hello world" > out.txt', "echo 'hello world' > out.txt", "echo `id`")
-            for t in ("nested", "raw")]
-    records = [anyio.run(lambda: execute(task, t, c, draw=k)) for k, (c, t) in enumerate(runs)]
-    results = tmp_path / "results.jsonl"
-    results.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    results = results_file(tmp_path / "results.jsonl", ('echo "hello world" > out.txt', "echo 'hello world' > out.txt", "echo `id`"), ("nested", "raw"))
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint", "--json")
     rows = {row["transport"]: row for row in json.loads(out)["lint"]}
     assert code == 0

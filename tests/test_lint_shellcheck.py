@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from probes import cli, cli_process, one_line_refusal
+from probes import cli, cli_process, one_line_refusal, results_file
 from qb_client.report.shellcheck import diagnostics, shellcheck_flags, wrapper
 
 pytestmark = pytest.mark.needs("shellcheck")
@@ -67,17 +67,7 @@ def test_a_missing_shellcheck_is_one_line_naming_the_program(tmp_path: Path, mon
 
 @pytest.mark.needs("bwrap")
 def test_report_shellcheck_sets_shellcheck_beside_the_lint(tmp_path: Path, capsys, monkeypatch) -> None:
-    import anyio
-
-    from tasks.load import get_task
-    from transports.execute import execute
-
-    task = get_task("file-write/control")
-    runs = [(c, t) for c in ('echo "hello" "world" > out.txt', 'echo "hello world" > out.txt', "echo hi > out.txt")
-            for t in ("nested", "raw")]
-    records = [anyio.run(lambda: execute(task, t, c, draw=k)) for k, (c, t) in enumerate(runs)]
-    results = tmp_path / "results.jsonl"
-    results.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    results = results_file(tmp_path / "results.jsonl", ('echo "hello" "world" > out.txt', 'echo "hello world" > out.txt', "echo hi > out.txt"), ("nested", "raw"))
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--shellcheck", "--json")
     rows = {row["transport"]: row for row in json.loads(out)["lint"]}
     assert code == 0
