@@ -114,6 +114,13 @@ def _check_env(env: object) -> None:
             raise LintError(f"env must map text to text: {str(key)[:40]!r} -> {type(value).__name__}")
 
 
+SHARED_BELOW = 1024
+"""Hazards at positions below this are made once and shared between results (a Hazard is frozen): the
+lint's cost per reinterpreted character is then a dictionary look-up. The table holds at most this many
+positions times the characters of the single-character rules (a few tens of thousands of small objects)."""
+_SHARED: dict[tuple[int, str, str], Hazard] = {}
+
+
 def _hazards(command: str, layers: list[tuple[str, Any]]) -> list[Hazard]:
     """Spans of R that the outermost unsafe layers reinterpret (an inner layer's hazards are in the text the
     outer one decoded, which is not R's, unless the outer layer left it unchanged): at most 200 per rule, the
@@ -134,8 +141,12 @@ def _hazards(command: str, layers: list[tuple[str, Any]]) -> list[Hazard]:
                 break
             counts[kind] = n
             start = m.start()
-            h = new(Hazard)  # hazard()'s body, inline: this loop runs once per reinterpreted character
-            h.__dict__.update(start=start, end=start + 1, text=c, kind=kind, rule=rule)
+            h = _SHARED.get((start, c, rule))
+            if h is None:
+                h = new(Hazard)  # hazard()'s body, inline: this loop runs once per reinterpreted character
+                h.__dict__.update(start=start, end=start + 1, text=c, kind=kind, rule=rule)
+                if start < SHARED_BELOW:
+                    _SHARED[start, c, rule] = h
             found.append(h)
             if len(found) >= 500:
                 return found

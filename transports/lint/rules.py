@@ -79,7 +79,7 @@ RULES: tuple[Rule, ...] = (
        "is written"),
     _r(("shell-quote-eval",), r"\|", "pipe", "with a pipe, shell-quote re-tokenises R: $VAR is expanded against "
        "the harness's environment, quotes and newlines are dropped, each token is re-quoted"),
-    _r(("json-naive",), '"|\\\\|[\x00-\x1f]', "json escape", 'pasted into {"command": "R"}: a " ends the JSON '
+    _c(("json-naive",), '"\\' + "".join(map(chr, range(32))), "json escape", 'pasted into {"command": "R"}: a " ends the JSON '
        "string, a \\ starts a JSON escape, a raw control character is refused by the strict parser"),
 )
 
