@@ -40,13 +40,15 @@ _IFS_SPLIT = re.compile(r"([ \t\n]+)")
 _PLAIN = r"[^ \t;&|<>()\n\\'\"`$*?\[~{]"
 """A character that is itself in an unquoted word (not a blank, operator, quote, escape, expansion, pattern,
 tilde or brace)."""
-_LITERAL_RUN = re.compile(_PLAIN + "+")
-_SIMPLE_WORD = re.compile(rf"""(?:{_PLAIN}+|'[^']*'|\\[^\n]|"(?:[^"\\`$]|\\[\s\S])*")+""")
+_DQ_RUN = r'[^"\\`$]*(?:\\[\s\S][^"\\`$]*)*'
+"""Inside double quotes, characters that are themselves and backslash pairs, as one unrolled loop (a class run
+between pairs, so the regex engine takes a long string in tight steps, not one alternation per character)."""
+_SIMPLE_WORD = re.compile(rf"""(?:{_PLAIN}+|'[^']*'|\\[^\n]|"{_DQ_RUN}")+""")
 """A word of pieces that expand to themselves (a literal run, a single-quoted string, a backslash pair, a
-double-quoted string without ``$`` or a backtick): read in one match when it reaches the word's end."""
-_PIECE = re.compile(rf"""({_PLAIN}+)|'([^']*)'|\\([^\n])|"((?:[^"\\`$]|\\[\s\S])*)["]""")
+double-quoted string without ``$`` or a backtick): each such stretch of a word is read in one match."""
+_PIECE = re.compile(rf"""({_PLAIN}+)|'([^']*)'|\\([^\n])|"({_DQ_RUN})["]""")
 _BLANK_RUN = re.compile(r"(?:[ \t]|\\\n)*")
-_DQ_BODY = re.compile(r'(?:[^"\\`$]|\\[\s\S])*')
+_DQ_BODY = re.compile(_DQ_RUN)
 """Inside double quotes, a run of characters that are themselves and of backslash pairs (the scan's unit, so
 a long string costs one match, not one step per character)."""
 _DQ_ESCAPE = re.compile(r'\\(?:([$`"\\])|\n)')
@@ -231,20 +233,13 @@ class Scanner:
         w = _Word()
         s = self.s
         first = self.i
-        m = _SIMPLE_WORD.match(s, first)
-        if m is not None and (m.end() == len(s) or s[m.end()] in BLANKS or s[m.end()] in OPERATOR_CHARS):
-            text = "".join([a or b or c or ("".join(filter(None, _DQ_ESCAPE.split(d))) if "\\" in d else d)
-                            for a, b, c, d in _PIECE.findall(m.group(0))])
-            w.add(text)
-            w.plain.append(text)
-            self.i = m.end()
-            return w
         while self.i < len(s):
-            m = _LITERAL_RUN.match(s, self.i)
-            if m is not None:  # characters that are themselves, taken as one run
-                run = m.group(0)
-                w.add(run)
-                w.plain.append(run)
+            m = _SIMPLE_WORD.match(s, self.i)
+            if m is not None:  # pieces that expand to themselves, taken in one match
+                text = "".join([a or b or c or ("".join(filter(None, _DQ_ESCAPE.split(d))) if "\\" in d else d)
+                                for a, b, c, d in _PIECE.findall(m.group(0))])
+                w.add(text)
+                w.plain.append(text)
                 self.i = m.end()
                 continue
             c = s[self.i]
