@@ -160,6 +160,14 @@ LINT_DESCRIPTION = ("Predict, without running it, what a command path does to a 
                     "default: this server's.")
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _add_lint(mcp: MCPServer, served: str) -> None:
     """The ``lint`` tool (:mod:`transports.lint`): pure, stateless, the same transport names as ``serve``."""
 
@@ -167,6 +175,10 @@ def _add_lint(mcp: MCPServer, served: str) -> None:
               annotations=ToolAnnotations(title="Lint", read_only_hint=True, destructive_hint=False,
                                           open_world_hint=False))
     async def lint_tool(command: str, transport: str | None = None) -> CallToolResult:
+        for name, text in (("command", command), ("transport", transport or "")):
+            if not text.isascii() and not _utf8(text):  # the reply could not carry it back: say so instead
+                raise ToolError(f"the {name} holds a lone surrogate (not Unicode text): no shell argument can "
+                                "carry it")
         try:
             result = await anyio.to_thread.run_sync(lint, command, transport or served)
         except LintError as e:

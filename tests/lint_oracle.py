@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from harness_corpus import HOSTILE
-from qb_client.agents.habits import habitual_command_for
+from qb_client.adapters.agents.habits import habitual_command_for
 from qb_client.replies.contracts import reference_reply
 from tasks.load import suite
 from tasks.schema import Task

@@ -126,3 +126,16 @@ STORM = textwrap.dedent(r"""
         os.waitpid(pid, 0)
     PY
     setsid sleep 5 >/dev/null 2>&1 & echo done""")
+
+
+def results_file(path: Path, commands: tuple[str, ...], transports: tuple[str, ...],
+                 task_id: str = "file-write/control") -> Path:
+    """``path`` written as a campaign writes its results: each command executed on each transport, one draw
+    each, in that order."""
+    from transports.execute import execute
+
+    task = get_task(task_id)
+    runs = [(c, t) for c in commands for t in transports]
+    records = [anyio.run(lambda: execute(task, t, c, draw=k)) for k, (c, t) in enumerate(runs)]
+    path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    return path

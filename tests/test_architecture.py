@@ -10,8 +10,11 @@ The four packages depend one way: ``tasks <- transports <- qb_server <- qb_clien
 (c) the one-way flow between the four packages;
 (d) no module over 400 lines unless its docstring gives the reason, in words
     containing "over 400 lines";
-(e) the rooms of ``qb_client`` (its subpackages and top-level modules) import one
-    way too, in the order of ``QB_CLIENT_ROOMS``; a new room must be placed there.
+(e) the rooms of ``qb_client`` (its subpackages and top-level modules, and inside a
+    group folder such as ``adapters/`` each of its subpackages) import one way too, in
+    the order of ``QB_CLIENT_ROOMS``; a new room must be placed there, a placed room
+    must exist, a group's own ``__init__`` imports nothing, and docs/architecture.md
+    draws the layout as it is.
 
 What counts as an import: every ``import``/``from ... import`` statement anywhere
 in a module, inside functions and ``if TYPE_CHECKING:`` blocks too (a circle
@@ -26,7 +29,7 @@ runs ``a/__init__`` and ``a/b/__init__`` first, but that implicit step is not an
 edge; only a name actually taken from a package (``from a.b import X`` where X
 is not a submodule) is an edge to its ``__init__``. So an ``__init__`` that
 re-exports its own submodules (``qb_server``, ``qb_client.report``,
-``qb_client.providers``) closes a cycle only when one of those submodules takes a
+``qb_client.adapters.providers``) closes a cycle only when one of those submodules takes a
 name back from the package itself, which is a real circle at import time.
 
 Findings inside ``transports/`` and ``tasks/`` that are known and not yet fixed
@@ -56,11 +59,13 @@ TASKS_LEFT: frozenset[str] = frozenset()
 
 LEFT = TRANSPORTS_LEFT | TASKS_LEFT
 
-# The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py).
+# The rooms of qb_client, each importing only rooms before it (see qb_client/__init__.py). A room inside a
+# group folder (ROOM_GROUPS) is named group.room: the group only gathers rooms, each placed on its own.
 QB_CLIENT_ROOMS = (
-    "console", "replies", "agents", "views", "providers", "report", "campaign", "inspect_ext", "harbor",
-    "suite_check", "doctor", "bench", "demo", "audit", "cli", "__main__",
+    "console", "replies", "adapters.agents", "adapters.providers", "campaign", "records", "report",
+    "adapters.inspect_ext", "adapters.harbor", "ops", "cli", "__main__",
 )
+ROOM_GROUPS = ("adapters",)
 
 
 @dataclass
@@ -262,9 +267,15 @@ def length_findings(modules: dict[str, Module]) -> dict[str, str]:
 
 
 def _room(name: str) -> str | None:
-    """The room of a qb_client module (``qb_client.campaign.work`` -> ``campaign``); None for the package."""
+    """The room of a qb_client module (``qb_client.campaign.work`` -> ``campaign``,
+    ``qb_client.adapters.providers.base`` -> ``adapters.providers``); None for the package and a group's own
+    ``__init__``."""
     parts = name.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "qb_client" else None
+    if len(parts) < 2 or parts[0] != "qb_client":
+        return None
+    if parts[1] in ROOM_GROUPS:
+        return ".".join(parts[1:3]) if len(parts) > 2 else None
+    return parts[1]
 
 
 def room_findings(modules: dict[str, Module]) -> dict[str, str]:
@@ -346,6 +357,10 @@ def test_the_rules_see_what_they_claim_to_see(tmp_path: Path) -> None:
         "transports/e.py": "import tasks._q\n",
         "transports/__init__.py": '"""Doc."""\n',
         "qb_client/__init__.py": '"""Doc."""\n',
+        "qb_client/adapters/__init__.py": '"""Doc."""\n',
+        "qb_client/adapters/providers/__init__.py": '"""Doc."""\nfrom ...campaign import run\n',
+        "qb_client/campaign/__init__.py": '"""Doc."""\nrun = 1\n',
+        "qb_client/adapters/harbor/x.py": "from ...campaign import run\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -358,3 +373,49 @@ def test_the_rules_see_what_they_claim_to_see(tmp_path: Path) -> None:
                                               "private: transports.e imports the module tasks._q"}
     assert set(flow_findings(modules)) == {"flow: tasks imports qb_server.c"}
     assert set(length_findings(modules)) == {"long: qb_server.long"}
+    assert set(room_findings(modules)) == {
+        "room: qb_client.adapters.providers imports qb_client.campaign"}  # harbor, after campaign, may
+    assert _room("qb_client.adapters") is None and _room("qb_client.adapters.harbor.x") == "adapters.harbor"
+
+
+def test_every_placed_room_exists() -> None:
+    """QB_CLIENT_ROOMS names only rooms there are: a room removed or renamed leaves no stale place behind."""
+    rooms = {_room(name) for name in MODULES} - {None}
+    assert not set(QB_CLIENT_ROOMS) - rooms, f"placed but missing: {sorted(set(QB_CLIENT_ROOMS) - rooms)}"
+
+
+def test_a_room_group_imports_nothing() -> None:
+    """A group folder's ``__init__`` is no room, so an import there would escape the order: it has none."""
+    for group in ROOM_GROUPS:
+        module = MODULES[f"qb_client.{group}"]
+        assert not module.imports, f"qb_client/{group}/__init__.py imports {[t for t, _, _ in module.imports]}"
+
+
+def _drawn_layout() -> dict[str, set[str]]:
+    """docs/architecture.md's drawing of qb_client/: its top-level entries, and those of each group."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\nqb_client/\n", 1)[1].split("```", 1)[0]
+    drawn: dict[str, set[str]] = {"": set()}
+    group = ""
+    for line in block.splitlines():
+        indent, entry = len(line) - len(line.lstrip(" ")), line.split()[0] if line.strip() else ""
+        if not entry.endswith(("/", ".py")):
+            continue
+        if indent == 2:
+            drawn[""].add(entry)
+            group = entry.rstrip("/")
+        elif indent == 4:
+            drawn.setdefault(group, set()).add(entry)
+    return drawn
+
+
+def _entries(folder: Path) -> set[str]:
+    return ({p.name + "/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
+            | {p.name for p in folder.glob("*.py") if p.name != "__init__.py"})
+
+
+def test_the_architecture_doc_draws_qb_clients_layout() -> None:
+    drawn = _drawn_layout()
+    assert drawn[""] == _entries(ROOT / "qb_client"), "docs/architecture.md's qb_client/ drawing is not the top level"
+    for group in ROOM_GROUPS:
+        assert drawn.get(group) == _entries(ROOT / "qb_client" / group), f"the drawing of qb_client/{group}/ differs"

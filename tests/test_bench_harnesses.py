@@ -32,7 +32,8 @@ def test_bench_harnesses_json_times_claude_code_against_raw() -> None:
     assert list(h) == ["claude-code"]
     cc = h["claude-code"]
     assert set(cc) == {"exec_ms", "min_ms", "max_ms", "runs", "baseline", "baseline_ms", "vs_baseline",
-                       "exec_ratio", "baseline_ratio"}
+                       "exec_ratio", "baseline_ratio", "bare", "bare_ms", "vs_bare", "bare_goal", "within_bare_goal",
+                       "frame_ms"}
     assert (cc["runs"], cc["baseline"]) == (1, "raw")
     assert cc["exec_ms"] == cc["min_ms"] == cc["max_ms"]  # one timed run
     # a harness run is a whole program's start: more than raw's sandboxed shell, which is more than bash -c true
@@ -40,6 +41,11 @@ def test_bench_harnesses_json_times_claude_code_against_raw() -> None:
     assert cc["vs_baseline"] == round(cc["exec_ms"] / cc["baseline_ms"], 2)
     assert cc["exec_ratio"] == round(cc["exec_ms"] / doc["bash_c_true_ms"], 2)
     assert cc["baseline_ratio"] == round(cc["baseline_ms"] / doc["bash_c_true_ms"], 2)
+    # the harness's own bare start, in the same sandbox: less than a whole run, which adds a model round trip
+    assert cc["bare"] == "claude --version" and 0 < cc["bare_ms"] < cc["exec_ms"]
+    assert cc["vs_bare"] == round(cc["exec_ms"] / cc["bare_ms"], 2) and cc["bare_goal"] == 1.2
+    assert cc["within_bare_goal"] == (cc["vs_bare"] <= 1.2)
+    assert 0 < cc["frame_ms"] < cc["exec_ms"]  # our launcher and courier alone: part of a run, not all of it
 
 
 def test_bench_harnesses_refuses_an_unknown_route_in_one_line() -> None:

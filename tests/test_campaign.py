@@ -237,7 +237,7 @@ def run_campaign(provider, out: Path, tasks: str = "file-write/*", contracts: tu
 def test_an_exception_in_one_execution_is_an_error_line_and_the_campaign_goes_on(tmp_path: Path) -> None:
     """A stored reply edited by hand (its usage is no longer a number) makes its executions raise; each is an
     errors.jsonl line, the others run, and a rerun after the repair does exactly the failed ones."""
-    from qb_client.providers import make_provider
+    from qb_client.adapters.providers import make_provider
 
     first = run_campaign(make_provider("reference"), tmp_path)
     assert (first.generated, first.executed) == (4, 8)
@@ -267,7 +267,7 @@ def test_an_exception_in_one_execution_is_an_error_line_and_the_campaign_goes_on
 
 
 def test_an_exception_in_one_generation_is_an_error_line_and_the_campaign_goes_on(tmp_path: Path) -> None:
-    from qb_client.providers.offline import ReferenceProvider
+    from qb_client.adapters.providers.offline import ReferenceProvider
 
     class Broken(ReferenceProvider):
         async def generate(self, request):
@@ -283,7 +283,7 @@ def test_an_exception_in_one_generation_is_an_error_line_and_the_campaign_goes_o
 
 
 def test_records_carry_the_versions_their_reply_was_made_under(tmp_path: Path) -> None:
-    from qb_client.providers import make_provider
+    from qb_client.adapters.providers import make_provider
 
     run_campaign(make_provider("reference"), tmp_path, transports=("raw",))
     replies = lines(tmp_path / "replies.jsonl")

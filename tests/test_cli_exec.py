@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from qb_client.views.damage import cell, char_diff, visible
-from qb_client.views.route import artifacts, rules_for
+from qb_client.records.damage import cell, char_diff, visible
+from qb_client.records.route import artifacts, rules_for
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
 

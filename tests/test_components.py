@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from qb_client.doctor import report
+from qb_client.ops.doctor import report
 from transports import components, needs
 from transports.harnesses import HARNESSES
 from transports.paths import PATHS
@@ -38,7 +38,7 @@ def all_but(tmp_path: Path, missing: str) -> Path:
 
 
 def components_of_doctor() -> list[components.Component]:
-    from qb_client.doctor import sections
+    from qb_client.ops.doctor import sections
 
     return [c for _t, entries, _e in sections() for e in entries for c in e.needs]
 

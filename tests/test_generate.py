@@ -184,7 +184,7 @@ def test_every_seed_references_pass_for_real_on_a_rotating_subset(suites: dict[s
 @pytest.mark.needs("bwrap")
 @pytest.mark.parametrize("seed", ["full-check-1", "full-check-2"])
 def test_whole_check_and_real_nested_failures(tmp_path: Path, seed: str) -> None:
-    from qb_client.suite_check import check_suite
+    from qb_client.ops.suite_check import check_suite
 
     write(seed, tmp_path / "s")
     tasks = load_suite(tmp_path / "s")

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from qb_client.agents.habits import CONTRACTS, habitual_command_for, habitual_reply
+from qb_client.adapters.agents.habits import CONTRACTS, habitual_command_for, habitual_reply
 from qb_client.replies.contracts import extract_command, quote_for_single
 from tasks.load import get_task, suite
 from transports.execute import execute
@@ -49,7 +49,7 @@ def test_deterministic_in_process() -> None:
 
 def test_deterministic_across_processes_and_environments(tmp_path: Path) -> None:
     """A fresh interpreter with another hash seed, locale, HOME and cwd gives the same replies."""
-    code = ("import json; from tasks.load import suite; from qb_client.agents.habits import CONTRACTS, habitual_reply; "
+    code = ("import json; from tasks.load import suite; from qb_client.adapters.agents.habits import CONTRACTS, habitual_reply; "
             "print(json.dumps({f'{t.id} {c}': habitual_reply(t, c) for t in suite() for c in CONTRACTS}))")
     env = {**os.environ, "PYTHONHASHSEED": "12345", "LC_ALL": "C", "LANG": "C", "HOME": str(tmp_path),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

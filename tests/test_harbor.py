@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from qb_client.harbor import bridge
-from qb_client.harbor.export import VALIDATOR_MODULES, dir_name
+from qb_client.adapters.harbor import bridge
+from qb_client.adapters.harbor.export import VALIDATOR_MODULES, dir_name
 from tasks.load import get_task, suite
 from tasks.validate import validate
 from probes import cli
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from qb_client.harbor.export import export
+    from qb_client.adapters.harbor.export import export
 
     out = tmp_path_factory.mktemp("harbor") / "dataset"
     export(list(suite()), out, "test")

@@ -100,7 +100,7 @@ def test_exported_harbor_task_does_not_reward_a_workdir_replaced_by_a_link(tmp_p
     """Attack on the exported verifier: the agent leaves the right bytes in a directory elsewhere and replaces the
     working directory with a symlink to it (on the host such a state fails: nothing behind the link is inspected).
     Safe behaviour: the exported ``tests/test.sh`` gives reward 0, as the host validator's verdict would."""
-    from qb_client.harbor.export import dir_name, export
+    from qb_client.adapters.harbor.export import dir_name, export
 
     out = tmp_path / "dataset"
     export([TASK], out, "test")

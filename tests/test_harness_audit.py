@@ -19,14 +19,14 @@ import anyio
 import pytest
 from probes import cli_process, one_line_refusal
 
-from qb_client.audit import probes
-from qb_client.audit.measure import audit
-from qb_client.audit.model import Audit
-from qb_client.audit.read import change, mask, shown, tool_result, type_kinds
-from qb_client.audit.render import docs_block, markdown, with_block
-from qb_client.audit.route import AuditError, route_of
-from qb_client.audit.rows import sources, template
-from qb_client.audit.run import observe
+from qb_client.ops.audit import probes
+from qb_client.ops.audit.measure import audit
+from qb_client.ops.audit.model import Audit
+from qb_client.ops.audit.read import change, mask, shown, tool_result, type_kinds
+from qb_client.ops.audit.render import docs_block, markdown, with_block
+from qb_client.ops.audit.route import AuditError, route_of
+from qb_client.ops.audit.rows import sources, template
+from qb_client.ops.audit.run import observe
 from transports.harnesses import HARNESSES
 from transports.harnesses.courier import result_line
 from transports.raw import Raw

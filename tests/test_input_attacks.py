@@ -387,7 +387,7 @@ def test_a_zstd_zip_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
 
 @pytest.mark.needs("inspect_ai")
 def test_a_member_that_inflates_past_its_declared_size_is_refused(tmp_path: Path) -> None:
-    from qb_client.inspect_ext.logcheck import LogTooLarge, check_log
+    from qb_client.adapters.inspect_ext.logcheck import LogTooLarge, check_log
 
     log = _inspect_log(tmp_path)
     _add_bomb(log, 64 << 20)
@@ -402,6 +402,6 @@ def test_a_member_that_inflates_past_its_declared_size_is_refused(tmp_path: Path
 
 @pytest.mark.needs("inspect_ai")
 def test_an_honest_log_passes_the_check(tmp_path: Path) -> None:
-    from qb_client.inspect_ext.logcheck import check_log
+    from qb_client.adapters.inspect_ext.logcheck import check_log
 
     check_log(_inspect_log(tmp_path))

@@ -57,7 +57,7 @@ def scripted(answer: Callable[[Any, str, list[Any]], Any]) -> tuple[Any, Counter
 def run_eval(model: Any, log_dir: Path, **task_args: Any) -> Any:
     from inspect_ai import eval as inspect_eval
 
-    from qb_client.inspect_ext.task import quotebench
+    from qb_client.adapters.inspect_ext.task import quotebench
 
     [log] = inspect_eval(quotebench(**task_args), model=model, log_dir=str(log_dir), display="none")
     assert log.status == "success", log.error
@@ -143,7 +143,7 @@ def test_import_and_report_reproduce_our_driver_on_the_same_replies(tmp_path: Pa
 def test_epochs_are_draws_each_generated_once(tmp_path: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
-    from qb_client.inspect_ext.task import quotebench
+    from qb_client.adapters.inspect_ext.task import quotebench
 
     seen: Counter = Counter()
 
@@ -211,7 +211,7 @@ def test_the_native_tool_runs_a_call_through_its_transport_in_a_fresh_sandbox() 
     """For solvers that do loop: the tool is real, each call in a fresh sandbox of the sample's task."""
     import anyio
 
-    from qb_client.inspect_ext.shell_tool import shell_tool
+    from qb_client.adapters.inspect_ext.shell_tool import shell_tool
 
     tool = shell_tool("file-write/control", "nested")
 
@@ -261,7 +261,7 @@ def _refused(tmp_path: Path, log: Path) -> str:
     """The import's one-line refusal of ``log``, with nothing written (called in-process: inspect_ai's import
     costs seconds per process; the exit status and the single stderr line are checked once, by the CLI)."""
     from qb_client.console import BadInput
-    from qb_client.inspect_ext.importer import import_logs
+    from qb_client.adapters.inspect_ext.importer import import_logs
 
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from probes import cli
-from qb_client.views.route import rules_for
+from probes import cli, results_file
+from qb_client.records.route import rules_for
 from transports.lint import LintError, lint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,17 +207,7 @@ def test_a_fifo_or_missing_file_is_refused_not_waited_on(tmp_path: Path, capsys,
 
 @pytest.mark.needs("bwrap")
 def test_report_lint_sets_predictions_against_measured_damage(tmp_path: Path, capsys, monkeypatch) -> None:
-    import anyio
-
-    from tasks.load import get_task
-    from transports.execute import execute
-
-    task = get_task("file-write/control")
-    runs = [(c, t) for c in ('echo "hello world" > out.txt', "echo 'hello world' > out.txt", "echo `id`")
-            for t in ("nested", "raw")]
-    records = [anyio.run(lambda: execute(task, t, c, draw=k)) for k, (c, t) in enumerate(runs)]
-    results = tmp_path / "results.jsonl"
-    results.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    results = results_file(tmp_path / "results.jsonl", ('echo "hello world" > out.txt', "echo 'hello world' > out.txt", "echo `id`"), ("nested", "raw"))
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint", "--json")
     rows = {row["transport"]: row for row in json.loads(out)["lint"]}
     assert code == 0
@@ -226,3 +216,14 @@ def test_report_lint_sets_predictions_against_measured_damage(tmp_path: Path, ca
     assert rows["nested"]["missed"] == 0 and rows["raw"]["flagged"] == 0
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--lint")
     assert "Lint predicted" in out and "recall" in out
+
+
+def test_bench_lint_gives_throughput_per_transport_beside_the_goal(capsys, monkeypatch) -> None:
+    code, out, _ = cli(capsys, monkeypatch, "bench", "lint", "--transports", "raw,nested", "--rounds", "1", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["goal_per_s"] == 20_000 and set(doc["transports"]) == {"raw", "nested"}
+    assert doc["sources"] == {"reference": 112, "habits": 112, "hostile": 37}
+    for row in doc["transports"].values():
+        assert row["commands_per_s"] > 0 and row["within_goal"] == (row["commands_per_s"] >= 20_000)
+    code, _, err = cli(capsys, monkeypatch, "bench", "lint", "--transports", "nope")
+    assert code == 2 and "unknown transport 'nope'" in err and err.count("\n") == 1

@@ -22,8 +22,8 @@ from fake_llm import FakeServer, Scripted, Seen, running_fake_server
 from openai.types.responses.response_function_shell_tool_call import Action
 from pydantic import TypeAdapter
 
-from qb_client.providers import GenerationRequest, RetryPolicy, make_provider
-from qb_client.providers.base import Exchange, Observation
+from qb_client.adapters.providers import GenerationRequest, RetryPolicy, make_provider
+from qb_client.adapters.providers.base import Exchange, Observation
 from tasks.load import get_task
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]

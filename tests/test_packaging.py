@@ -19,8 +19,8 @@ def test_wheel_contains_packages_and_task_data(tmp_path: Path) -> None:
     assert len(families) == 14
     assert {f"tasks/families/{f}" for f in families} <= names
     assert {f"tasks/tools/{t}" for t in ("show-args", "show-env", "remote", "cexec")} <= names
-    for module in ("qb_client/cli/__init__.py", "qb_client/report/compute.py", "qb_client/providers/factory.py",
-                   "qb_client/agents/habits.py", "qb_server/app.py", "transports/ssh/transport.py", "tasks/validate.py",
+    for module in ("qb_client/cli/__init__.py", "qb_client/report/compute.py", "qb_client/adapters/providers/factory.py",
+                   "qb_client/adapters/agents/habits.py", "qb_server/app.py", "transports/ssh/transport.py", "tasks/validate.py",
                    "transports/harnesses/courier.py"):  # the courier is read as a file and run in the sandbox
         assert module in names, module
     entry = next(n for n in names if n.endswith("entry_points.txt"))

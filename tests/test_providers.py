@@ -20,11 +20,11 @@ import pytest
 from fake_llm import FakeServer, Scripted, body_for, call_for, error_body, running_fake_server, usage_for
 
 from qb_client.replies.contracts import NATIVE_TOOL, extract, fence
-from qb_client.providers import (
+from qb_client.adapters.providers import (
     Generation, GenerationRequest, Provider, ProviderError, RetryPolicy, ToolCall, make_provider,
 )
-from qb_client.providers.openai_chat import split_think
-from qb_client.providers.retry import parse_retry_after
+from qb_client.adapters.providers.openai_chat import split_think
+from qb_client.adapters.providers.retry import parse_retry_after
 from tasks.load import suite
 
 HOSTILE = ("printf '%s\\n' \"a'b\" $HOME `id` \\ ! % * ? [x] {a,b} ~ # ; & | < > (\n"

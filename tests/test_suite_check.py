@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 
-from qb_client.suite_check import check_suite
+from qb_client.ops.suite_check import check_suite
 from tasks.load import suite
 
 

@@ -185,7 +185,7 @@ def test_quotebench_exec_runs_a_template() -> None:
 
 
 def test_exec_shows_the_outer_text() -> None:
-    from qb_client.views.route import artifacts
+    from qb_client.records.route import artifacts
 
     assert artifacts('template:docker exec c sh -c "{R}" # {R}', 'echo "x"') == \
         [("outer", 'docker exec c sh -c "echo "x"" # echo "x"')]

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from qb_client.agents.habits import escape_for_double, habitual_command
+from qb_client.adapters.agents.habits import escape_for_double, habitual_command
 from qb_client.report.turns import cell_row
 from tasks.load import get_task
 

@@ -351,7 +351,7 @@ def test_git_commit_control_with_another_file_staged_fails_and_is_a_near_miss() 
     `tasks check` holds that state as a near miss the validator rejects."""
     import anyio
 
-    from qb_client.suite_check import check_task
+    from qb_client.ops.suite_check import check_task
     from tasks.load import get_task
     from tasks.nearmiss import near_misses
     from transports.execute import execute

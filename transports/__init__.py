@@ -17,5 +17,5 @@ The rooms
 
 Imports flow one way: ``tasks`` <- ``transports`` <- ``qb_server`` <- ``qb_client``. Inside, the
 sandbox room imports only ``tasks``; transports and paths use the sandbox through its package API.
-Where to add a transport, a path or (step 15) an agent harness: docs/architecture.md.
+Where to add a transport, a path or an agent harness: docs/architecture.md.
 """

@@ -84,7 +84,7 @@ class Component:
         return npm_cache.status(self.package, self.version or "", node=self.node)
 
     def ensure(self) -> None:
-        """Make sure it is usable, installing an npm package on first use; MissingComponent (one line) if
+        """Make sure it is usable, installing an npm package or a venv on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
         if self.kind == "npm":
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)
@@ -98,7 +98,7 @@ class Component:
             raise MissingComponent(state.detail)
 
     def install(self) -> str:
-        """Install it now (npm packages only); one line saying what happened. MissingComponent on failure."""
+        """Install it now (npm packages and venvs); one line saying what happened. MissingComponent on failure."""
         if self.kind == "venv":
             before = self.status().present
             where = venv_cache.venv_dir(self.package, self.version or "", self.pins, retry=True,

@@ -29,6 +29,8 @@ from .components import missing, needs_of
 from .results.record import ConfigInfo, Output, Record, Timing, Usage, new_id, reply_id_for, versions
 from .registry import get, shell_of
 from .sandbox import Limits, Sandbox, default_userland
+from .sandbox import pool
+from .sandbox.phases import mark
 
 
 HARNESS = "harness"
@@ -108,16 +110,26 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
                   **record_fields: Any) -> Record:
     """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
     t = get(transport) if isinstance(transport, str) else transport
-    with await _create(task, limits) as box:
+    with await _create(task, limits, t.name) as box:
+        mark("create: thread hop back")
+        waiting = box.ahead
         delivery = await deliver(t, command, box)
+        mark("transport: after the run (received)")
+        pool.ran(box, t.name, waiting)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
-    return build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+        mark("verdict (validate, thread hops)")
+    record = build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
+    mark("record: build")
+    return record
 
 
-async def _create(task: Task, limits: Limits | None) -> Sandbox:
+async def _create(task: Task, limits: Limits | None, transport: str | None = None) -> Sandbox:
     """``Sandbox.create`` in a worker thread: a fixture with a git repository takes long enough to delay
-    the clocks of the other runs on this loop."""
-    return await anyio.to_thread.run_sync(Sandbox.create, task, limits)
+    the clocks of the other runs on this loop. Given the ``transport`` of a one-command record, a sandbox
+    built ahead for it (:mod:`transports.sandbox.pool`) where one is ready."""
+    def build() -> Sandbox:
+        return (pool.take(task, limits, transport) if transport is not None else None) or Sandbox.create(task, limits)
+    return await anyio.to_thread.run_sync(build)
 
 
 @asynccontextmanager

@@ -57,7 +57,6 @@ What ``received`` is
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shlex
@@ -71,6 +70,7 @@ from .capture import Boundary, find_boundary
 from .sandbox.exectrace import Exec, Trace
 from .sandbox import Sandbox, shell_identities
 from .shells import DEFAULT, SH, SHELLS, Shell, UnknownShellError, get_shell
+from .sandbox.ownexit import at_exit
 
 PREFIX = "template:"
 PLACE = "{R}"
@@ -250,7 +250,7 @@ def standins() -> StandIns:
         if not _standins or _standins[0].pid != os.getpid() or not _standins[0].dir.is_dir():
             made = StandIns()
             if not _standins:
-                atexit.register(lambda: _standins and _standins[0].close())
+                at_exit(lambda: _standins and _standins[0].close())
             _standins[:] = [made]
         return _standins[0]
 

@@ -13,6 +13,6 @@
 * :mod:`.limits`: the per-command wall clock of ``exec``, ``replay`` and ``run``.
 
 May import: ``tasks``, ``transports``, ``qb_server``; of ``qb_client``: :mod:`qb_client.console`,
-:mod:`qb_client.replies`, :mod:`qb_client.providers`, and :mod:`qb_client.report.load` (the config
-label). Never the CLI, which drives it.
+:mod:`qb_client.replies` and :mod:`qb_client.adapters.providers`. Never the records or the report,
+which read what it writes, nor the CLI, which drives it.
 """

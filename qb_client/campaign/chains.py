@@ -23,8 +23,9 @@ from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from ..providers.base import GenerationRequest, ProviderError
+from ..adapters.providers.base import GenerationRequest, ProviderError
 from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
+from .jobs import stamped
 from .limits import command_limits
 from .loop import chain_record, run_chain
 from .native import NativeExecutor
@@ -113,4 +114,4 @@ async def _chain(c: CampaignRun, task: Task, contract: str, draw: int, transport
                           {"run_id": c.run_id, "reply_id": cid, "config": config, "contract": contract, "draw": draw})
     if contract == "native":
         record = record.model_copy(update={"native_tool": c.plan.native_tool})
-    return record
+    return stamped(record, c.plan.exec_concurrency)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..report.load import config_label
+from ..replies.config import config_label
 
 
 def _label(line: dict[str, Any]) -> str | None:

@@ -48,6 +48,7 @@ from transports.sandbox import Limits, Sandbox
 from .harness_proxy import Budget, RecordingProxy, Upstream
 from .harness_upstream import ReplayUpstream
 from .harness_wire import parse_reply
+from .jobs import memory_jobs, stamped
 
 CONTRACT = "harness"
 """A harness run's contract: the harness's own prompt and tools, the task's instruction as the user's."""
@@ -63,6 +64,7 @@ class HarnessPlan:
     max_tokens: int | None = None
     wall_s: float = 300.0
     concurrency: int = 1
+    """Runs at once (``--jobs``), held to the host's memory (:func:`.jobs.memory_jobs`)."""
 
 
 @dataclass
@@ -154,7 +156,8 @@ class HarnessCampaign:
         work = [(t, d) for t in self.plan.tasks for d in range(self.plan.draws)]
         todo = [(t, d) for t, d in work if run_key(self.config, self.route.harness, self.route.version, t, d) not in done]
         outcome.skipped = len(work) - len(todo)
-        limiter = anyio.Semaphore(self.plan.concurrency)
+        jobs = memory_jobs(self.plan.concurrency, Limits(timeout_s=self.plan.wall_s))
+        limiter = anyio.Semaphore(jobs)
         with JsonlWriter(self.out / "exchanges.jsonl", follow=False) as exchanges, \
                 JsonlWriter(self.out / "results.jsonl", follow=False) as results:
             async def one(task: Task, draw: int) -> None:
@@ -162,6 +165,7 @@ class HarnessCampaign:
                     record = await self.one(task, draw, exchanges)
                 if record is None:
                     return
+                record = stamped(record, jobs)
                 results.write(record)
                 outcome.records.append(record)
                 outcome.executed += 1

@@ -33,7 +33,7 @@ from tasks.validate import CheckResult, Verdict
 from transports.results.record import Record, Step, Turn, Usage
 
 from ..replies.contracts import is_stop, loop_observation
-from ..providers.base import Exchange, Generation, GenerationRequest, Observation, Provider
+from ..adapters.providers.base import Exchange, Generation, GenerationRequest, Observation, Provider
 
 Runner = Callable[[str], Awaitable[Record]]
 """Runs one command in the chain's sandbox and returns its record (judged on the state after it)."""

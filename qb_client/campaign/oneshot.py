@@ -45,8 +45,9 @@ from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
 
-from ..providers.base import Generation, GenerationRequest, Provider, ProviderError
+from ..adapters.providers.base import Generation, GenerationRequest, Provider, ProviderError
 from ..replies.contracts import PROMPT_VERSION
+from .jobs import stamped
 from .limits import command_limits
 from .loop import combine
 from .native import NativeExecutor
@@ -200,6 +201,7 @@ class Campaign(CampaignRun):
             record = await self._record(task, stored, transport, ex, native)
             if record.contract == "native":
                 record = record.model_copy(update={"native_tool": self.plan.native_tool})
+            record = stamped(record, self.plan.exec_concurrency)
         except Exception as e:  # noqa: BLE001 - the MCP path failing, E2BIG, a bug: an error, not a verdict
             self.write_error(errw, {"stage": "execute", "task_id": task.id, "contract": stored.get("contract"),
                                "transport": transport, "draw": stored.get("draw", 0),

@@ -26,7 +26,6 @@ exactly is dropped with a note.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from transports.results.store import JsonlWriter, loads, read_jsonl
 
 from ..console import fail
 from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
+from .jobs import cpu_count, stamped
 from .limits import command_limits
 from .work import stored_label
 
@@ -220,14 +220,19 @@ async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions
 
 async def replay(replies: list[StoredReply], transports: list[str], out: Path, *,
                  concurrency: int | None = None, on_record: Callable[[Record], None] | None = None) -> int:
-    """Execute every (reply, transport) pair missing from ``out``; returns how many were executed now."""
+    """Execute every (reply, transport) pair missing from ``out``, ``concurrency`` at once (default: the CPU
+    count); returns how many were executed now.
+
+    Records are appended as they complete, so their order in ``out`` depends on timing: a record is found by
+    its (``reply_id``, ``transport``), never by its line (docs/spec.md#concurrency)."""
     transports = list(dict.fromkeys(transports))
     done = done_keys(out)
     todo = [(r, t) for r in replies for t in transports if (r.reply_id, t) not in done]
     if not todo:
         return 0
     run_id = new_id()
-    limiter = anyio.CapacityLimiter(concurrency or os.cpu_count() or 2)
+    jobs = concurrency or cpu_count()
+    limiter = anyio.CapacityLimiter(jobs)
     with JsonlWriter(out) as writer:
         async def one(r: StoredReply, t: str) -> None:
             extra = {"replay": "1"}
@@ -236,6 +241,7 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
                     record = await replay_one(r, t, run_id, extra)
                 except Exception as e:  # noqa: BLE001 - one execution must never abort the replay
                     record = error_record(r, t, run_id, extra, e)
+            record = stamped(record, jobs)
             await anyio.to_thread.run_sync(writer.write, record)  # fsynced: never on the loop timing the runs
             if on_record:
                 on_record(record)

@@ -10,7 +10,6 @@ of it beyond what is here.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,8 +20,9 @@ from tasks.schema import Task
 from transports.results.record import Record, new_id, versions
 from transports.results.store import JsonlWriter
 
-from ..providers.base import Generation, Provider
+from ..adapters.providers.base import Generation, Provider
 from ..replies.contracts import PROMPT_VERSION, check_contract
+from .jobs import cpu_count
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Plan:
     transports: list[str]
     draws: int = 1
     api_concurrency: int = 4
-    exec_concurrency: int = field(default_factory=lambda: os.cpu_count() or 2)
+    exec_concurrency: int = field(default_factory=cpu_count)
+    """Executions at once (``--jobs``); every record says it (:mod:`.jobs`)."""
     server_url: str | None = None
     native_tool: str = "function"
     """``builtin``: the native contract offers the provider's own shell tool (``run --native-tool``)."""

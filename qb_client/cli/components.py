@@ -1,6 +1,6 @@
 """Commands about this machine: ``doctor`` (what each transport, path and agent harness needs, and whether
 it is here) and ``components install`` (install ahead of time what quotebench can install). The data is
-:mod:`qb_client.doctor`'s, read from the transports themselves."""
+:mod:`qb_client.ops.doctor`'s, read from the transports themselves."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from .app import CONTEXT, JSON_OPT, app
 from ..console import fail, out, print_json, safe
 
 components_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT,
-                             help="Components the paths need that quotebench can install (npm packages).")
+                             help="Components the routes need that quotebench can install (npm packages and Python "
+                                  "venvs).")
 app.add_typer(components_app, name="components")
 
 
 @app.command("doctor")
 def doctor_cmd(as_json: bool = JSON_OPT) -> None:
-    """What each transport, path (and agent harness: none yet) needs from this machine, and whether it is
+    """What each transport, path, agent harness and integration needs from this machine, and whether it is
     here. Exit 0 when everything required is present, 1 otherwise. Installs nothing."""
     from rich.table import Table
 
-    from ..doctor import report
+    from ..ops.doctor import report
 
     doc = report()
     if as_json:
@@ -60,10 +61,10 @@ def components_install(
                                                 help="Components to install (default: every installable one)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Install components ahead of time (today: the npm shell-quote package), for a machine that will run
-    offline later; one line per component. Idempotent: an installed one is left as it is. Exit 1 if any
-    install failed."""
-    from ..doctor import install
+    """Install components ahead of time (the npm packages and Python venvs `doctor` lists: shell-quote, the
+    agent harnesses, harbor), for a machine that will run offline later; one line per component. Idempotent:
+    an installed one is left as it is. Exit 1 if any install failed."""
+    from ..ops.doctor import install
 
     try:
         results = install(list(names or []))

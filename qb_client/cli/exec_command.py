@@ -22,7 +22,7 @@ from tasks.schema import Fixture, Task
 from .app import JSON_OPT, app
 from .options import SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout, apply_userland
 from ..console import fail, out, print_json
-from ..views.execution import compare_table, record_view
+from ..records.execution import compare_table, record_view
 
 
 MAX_COMMAND_FILE = 8 << 20

@@ -1,5 +1,5 @@
 """``quotebench export harbor`` and ``quotebench import-atif``: QuoteBench tasks into Harbor, Harbor's
-trajectories back into a reply store (:mod:`qb_client.harbor`)."""
+trajectories back into a reply store (:mod:`qb_client.adapters.harbor`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def export_harbor(
     state). Run it with `harbor run -p DIR -a AGENT`."""
     from tasks.load import suite
 
-    from ..harbor.export import export
+    from ..adapters.harbor.export import export
 
     apply_suite(suite_opt)
     done = export(list(suite()), out, version())
@@ -52,7 +52,7 @@ def import_atif_cmd(
     replay`. Parsed with Harbor's own models; each reply keeps its provenance."""
     from tasks.load import get_task, suite
 
-    from ..harbor.atif import import_atif, summary
+    from ..adapters.harbor.atif import import_atif, summary
 
     apply_suite(suite_opt)
     check_output_file("--out", out)

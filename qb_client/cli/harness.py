@@ -1,5 +1,5 @@
 """``quotebench harness audit NAME``: what a real agent harness does to every command, measured by probes sent
-through its real route (:mod:`qb_client.audit`). A table on the terminal; ``--json`` the document;
+through its real route (:mod:`qb_client.ops.audit`). A table on the terminal; ``--json`` the document;
 ``--markdown`` the table of docs/harnesses.md; ``--from FILE`` shows a saved document instead of running."""
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ def audit_cmd(
     import anyio
     from pydantic import ValidationError
 
-    from ..audit.measure import audit
-    from ..audit.route import AuditError
-    from ..audit.model import Audit
-    from ..audit.render import markdown, runs_table, table
+    from ..ops.audit.measure import audit
+    from ..ops.audit.route import AuditError
+    from ..ops.audit.model import Audit
+    from ..ops.audit.render import markdown, runs_table, table
 
     if source is not None:
         data = read_audit_file(source)

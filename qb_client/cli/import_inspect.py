@@ -21,7 +21,7 @@ def import_inspect_cmd(
     except ImportError:
         fail("import-inspect needs Inspect AI: pip install 'quotebench[inspect]'")
     from .runs import check_out_dir
-    from ..inspect_ext.importer import import_logs, summary
+    from ..adapters.inspect_ext.importer import import_logs, summary
 
     check_out_dir(out)
     written = import_logs(logs, out)

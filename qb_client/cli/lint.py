@@ -14,8 +14,10 @@ from typing import Optional
 
 import typer
 
-from .app import app
-from ..console import fail, out
+from .app import JSON_OPT, app
+from .around_runs import bench_app
+from ..ops.bench_lint import LAB
+from ..console import fail, out, print_json, safe
 
 MAX_LINT_FILE = 256 << 20
 """The largest ``--file`` read."""
@@ -47,6 +49,14 @@ def read_commands(path: Path) -> list[str]:
             fail(f"{path}:{number}: a JSON {type(value).__name__}, not a string (one command per line)")
         commands.append(value)
     return commands
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def parse_env(pairs: list[str]) -> dict[str, str] | None:
@@ -91,12 +101,52 @@ def lint_cmd(
         damaged += p.damaged is True
         unknown += p.damaged is None
         if as_json:
-            doc = p.to_json()
-            print(json.dumps(doc, ensure_ascii=False), flush=False)
+            line = json.dumps(p.to_json(), ensure_ascii=False)
+            if not line.isascii() and _has_surrogate(line):  # a lone surrogate has no UTF-8: JSON's \u escape
+                line = json.dumps(p.to_json())
+            print(line, flush=False)
         else:
-            from ..views.lint import lint_view
+            from ..records.lint import lint_view
 
             if k:
                 out.print()
             out.print(lint_view(p))
     raise typer.Exit(1 if damaged or (strict and unknown) else 0)
+
+
+@bench_app.command("lint")
+def bench_lint_cmd(
+    transports: str = typer.Option(",".join(LAB), "--transports", help="Transports to time (default: the lab's)."),
+    rounds: int = typer.Option(5, "--rounds", min=1, help="Timed passes over the corpus per transport (the best "
+                               "counts)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The lint's throughput: commands per second per core on each transport over a fixed corpus (the suite's
+    reference and habits replies, the hostile corpus), beside the goal of 20,000."""
+    from transports.lint import LintError, lint
+
+    from ..ops.bench_lint import throughput
+
+    names = [n.strip() for n in transports.split(",") if n.strip()]
+    if not names:
+        fail("--transports: name at least one transport")
+    for name in names:
+        try:
+            lint("true", name)
+        except LintError as e:
+            fail(f"--transports: {e}")
+    doc = throughput(names, rounds)
+    if as_json:
+        print_json(doc)
+        return
+    from rich.table import Table
+
+    s = doc["sources"]
+    t = Table(title=f"lint throughput: {doc['commands']} commands (reference {s['reference']}, habits "
+                    f"{s['habits']}, hostile {s['hostile']}), best of {doc['rounds']} passes, CPU time of one core")
+    for head in ("transport", "commands/s/core", "µs/command", "goal"):
+        t.add_column(head, justify="left" if head == "transport" else "right", no_wrap=True)
+    for name, v in doc["transports"].items():
+        verdict = f">= {doc['goal_per_s']:,.0f}/s " + ("ok" if v["within_goal"] else "MISSED")
+        t.add_row(safe(name), f"{v['commands_per_s']:,.0f}", f"{v['us_per_command']:.1f}", verdict)
+    out.print(t)

@@ -9,6 +9,8 @@ carry both (``suite``, ``userland``), and the report never pools them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from ..console import fail
@@ -59,3 +61,23 @@ def apply_timeout(seconds: float | None, option: str = "--timeout") -> None:
         set_command_timeout(seconds, option)
     except ValueError as e:
         fail(str(e))
+
+
+JOBS_OPT = typer.Option(None, "--jobs", "-j", min=1, metavar="N",
+                        help="Executions at once (default: the CPUs this process may use). The records are the same "
+                             "whatever N; each says the N it was made under (docs/spec.md#concurrency).")
+
+
+def jobs_alias(name: str) -> Any:
+    """An older name of ``--jobs``, kept working for scripts and not shown in ``-h``."""
+    return typer.Option(None, name, min=1, hidden=True)
+
+
+def apply_jobs(jobs: int | None, older: int | None = None, older_name: str = "") -> int:
+    """The executions at once: ``--jobs``, else its older name, else the CPU count; both given and different
+    is bad input (one line)."""
+    from ..campaign.jobs import cpu_count
+
+    if jobs is not None and older is not None and jobs != older:
+        fail(f"--jobs {jobs} and {older_name} {older} disagree: {older_name} is the older name of --jobs; give one")
+    return jobs or older or cpu_count()

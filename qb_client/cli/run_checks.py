@@ -14,7 +14,7 @@ def check_offline_effort(provider: str, efforts: list[str]) -> None:
     label on purpose; a documented one is kept, with a warning that nothing is sent."""
     if provider not in OFFLINE:
         return
-    from ..providers.effort import RAW_PREFIX, UNSET, allowed_efforts
+    from ..adapters.providers.effort import RAW_PREFIX, UNSET, allowed_efforts
 
     known = {v for p in ("anthropic", "openai", "openai-chat") for v in allowed_efforts(p) or ()}
     for e in efforts:
@@ -36,3 +36,18 @@ def check_server(server: str | None, contracts: list[str], transports: list[str]
         fail(f"--server {server} serves the one transport it was started with, but --transports names "
              f"{len(transports)} ({', '.join(transports)}): give one transport per run (start one server per "
              "transport), or leave out --server to use the in-process server for all of them")
+
+
+def parse_params(text: str | None) -> dict:
+    """``--params``: a JSON object, or nothing."""
+    from transports.results.store import loads
+
+    if not text:
+        return {}
+    try:
+        params = loads(text)
+    except ValueError as e:
+        fail(f"--params: not valid JSON ({e})")
+    if not isinstance(params, dict):
+        fail("--params: must be a JSON object, e.g. '{\"temperature\": 0}'")
+    return params

@@ -15,8 +15,8 @@ from transports.registry import parse_list
 
 from .app import JSON_OPT, app
 from .harness_run import HARNESS_OPT, MAX_TOKENS_OPT, MAX_TURNS_OPT, WALL_OPT, run_harness
-from .options import (ALLOW_SUITE_MISMATCH_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_suite, apply_timeout,
-                          apply_userland)
+from .options import (ALLOW_SUITE_MISMATCH_OPT, JOBS_OPT, SUITE_OPT, TIMEOUT_OPT, USERLAND_OPT, apply_jobs, apply_suite,
+                      apply_timeout, apply_userland, jobs_alias)
 from ..console import OUTPUT_RULE, check_output_file, err, fail, make_dirs, message, out, print_json, safe, safe_text
 
 
@@ -90,9 +90,9 @@ def campaign_progress(campaigns: int, replies: int, transports: int):
     """Two bars (generate, execute) for ``campaigns`` campaigns of ``replies`` replies (tasks x contracts x
     draws) on ``transports`` transports each, fed by the campaigns' hooks.
 
-    The totals are known before anything runs, so a bar never grows mid-run (it used to jump from 556/560
-    to 560/1120 when the second campaign began): each campaign reports how much of its share is left, and
-    the rest of its share (already done by an earlier run) is counted as done at once."""
+    The totals are known before anything runs, so a bar never grows mid-run (a total counted per campaign
+    would jump from 556/560 to 560/1120 when the second one began): each campaign reports how much of its
+    share is left, and the rest of its share (already done by an earlier run) is counted as done at once."""
     from ..campaign.work import Progress
 
     progress, gen_bar = progress_bar(campaigns * replies, "generate")
@@ -136,7 +136,8 @@ def replay_cmd(
                                   "other bad line is refused before anything runs."),
     transports: str = typer.Option("raw,nested", "--transports", help="Comma-separated transport names."),
     out_path: Path = typer.Option(..., "--out", help=f"Results JSONL (appended; a rerun completes what is missing). {OUTPUT_RULE}"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel executions (default: cores)."),
+    jobs: Optional[int] = JOBS_OPT,
+    concurrency: Optional[int] = jobs_alias("--concurrency"),
     timeout: Optional[float] = TIMEOUT_OPT,
     as_json: bool = JSON_OPT,
     suite_opt: str = SUITE_OPT,
@@ -154,6 +155,7 @@ def replay_cmd(
     apply_suite(suite_opt)
     apply_userland(userland)
     apply_timeout(timeout)
+    jobs = apply_jobs(jobs, concurrency, "--concurrency")
     allow_suite_mismatch(allow_mismatch)
     names = parse_list(transports)
     check_output_file("--out", out_path)
@@ -170,19 +172,20 @@ def replay_cmd(
         progress, bar = progress_bar(total, "replay")
         with progress:
             progress.update(bar, completed=already)
-            n = anyio.run(lambda: replay(stored, names, out_path, concurrency=concurrency,
+            n = anyio.run(lambda: replay(stored, names, out_path, concurrency=jobs,
                                          on_record=lambda r: progress.advance(bar)))
     seconds = time.perf_counter() - start
     recorded = latest([r for r in read_jsonl(out_path)
                        if (r.get("reply_id"), r.get("transport")) in keys and same_axes(r)], is_harness_error)
     errors = [r for r in recorded if is_harness_error(r)]
     doc = {"replies": len(stored), "transports": names, "executed_now": n, "already_recorded": total - n,
-           "errors": len(errors), "seconds": round(seconds, 3), "out": str(out_path), "cells": summarize(recorded)}
+           "errors": len(errors), "seconds": round(seconds, 3), "jobs": jobs, "out": str(out_path),
+           "cells": summarize(recorded)}
     if as_json:
         print_json(doc)
     else:
         print_summary(doc["cells"], f"replay of {len(stored)} replies x {len(names)} transports -> {out_path}")
-        message(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s")
+        message(f"executed {n} now, {total - n} were already recorded; {seconds:.2f} s with --jobs {jobs}")
     for r in errors[:10]:
         message(f"error: {r['task_id']} {r['contract']} x {r['transport']}: {r['error']}", style="red")
     if errors:
@@ -192,20 +195,6 @@ def replay_cmd(
 
 
 # ---------------------------------------------------------------- run
-
-
-def parse_params(text: Optional[str]) -> dict:
-    from transports.results.store import loads
-
-    if not text:
-        return {}
-    try:
-        params = loads(text)
-    except ValueError as e:
-        fail(f"--params: not valid JSON ({e})")
-    if not isinstance(params, dict):
-        fail("--params: must be a JSON object, e.g. '{\"temperature\": 0}'")
-    return params
 
 
 @app.command("run")
@@ -229,7 +218,8 @@ def run_cmd(
     exec_timeout: Optional[float] = typer.Option(None, "--exec-timeout", metavar="SECONDS",
                                                  help="Wall clock per command in its sandbox (default 10; "
                                                       "--timeout is the API's)."),
-    exec_concurrency: Optional[int] = typer.Option(None, "--exec-concurrency", min=1, help="Parallel executions (default: cores)."),
+    jobs: Optional[int] = JOBS_OPT,
+    exec_concurrency: Optional[int] = jobs_alias("--exec-concurrency"),
     allow_no_isolation: bool = typer.Option(False, "--allow-no-isolation",
                                             help="Run a live model's commands even where no sandbox isolation is available."),
     native_tool: Optional[str] = typer.Option(None, "--native-tool", help="builtin (the provider's own shell tool: "
@@ -255,9 +245,10 @@ def run_cmd(
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)
     apply_timeout(exec_timeout, "--exec-timeout")
+    jobs = apply_jobs(jobs, exec_concurrency, "--exec-concurrency")
     if harness is not None:  # the harness as the agent: its own module (cli/harness_run.py)
         run_harness(harness=harness, model=model, base_url=base_url, out_dir=out_dir, tasks=tasks, draws=draws,
-                    max_turns=max_turns, max_tokens=max_tokens, wall=wall, concurrency=exec_concurrency,
+                    max_turns=max_turns, max_tokens=max_tokens, wall=wall, concurrency=jobs,
                     allow_no_isolation=allow_no_isolation, timeout=timeout, as_json=as_json)
     allow_suite_mismatch(allow_mismatch)
 
@@ -272,13 +263,13 @@ def run_cmd(
     from ..campaign.oneshot import Campaign, check_resume_files
     from ..campaign.work import Plan
     from ..campaign.native import NativeExecutor
-    from ..providers.factory import make_provider
-    from ..providers.retry import RetryPolicy
+    from ..adapters.providers.factory import make_provider
+    from ..adapters.providers.retry import RetryPolicy
 
     names = parse_list(transports)
     contract_names = contract_list(contracts)
     efforts = effort_list(effort)
-    from .run_checks import check_offline_effort, check_server
+    from .run_checks import check_offline_effort, check_server, parse_params
 
     check_server(server, contract_names, names)
     check_offline_effort(model.split(":", 1)[0].strip(), efforts)
@@ -298,7 +289,7 @@ def run_cmd(
     for p in providers:
         p.config = p.config.model_copy(update={"variant": variant})
     plan = Plan(tasks=select(tasks), contracts=contract_names, transports=names, draws=draws,
-                api_concurrency=api_concurrency, exec_concurrency=exec_concurrency or os.cpu_count() or 2,
+                api_concurrency=api_concurrency, exec_concurrency=jobs,
                 server_url=server, native_tool=kind, turns=turns)
     if server and "native" in contract_names:
         anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
@@ -324,7 +315,7 @@ def run_cmd(
                and (r.get("suite", "public"), r.get("userland", "gnu")) == (suite_id, userland)]
     doc = {"configs": labels, "out": str(out_dir), "generated": sum(o.generated for o in outcomes),
            "reused": sum(o.reused for o in outcomes), "executed": sum(o.executed for o in outcomes),
-           "errors": len(errors), "seconds": round(seconds, 3), "cells": summarize(results)}
+           "errors": len(errors), "seconds": round(seconds, 3), "jobs": jobs, "cells": summarize(results)}
     if as_json:
         print_json(doc)
     else:
@@ -333,7 +324,7 @@ def run_cmd(
             message(f"nothing to do: {len(results)} results already in {out_dir}/results.jsonl")
         else:
             message(f"generated {doc['generated']} replies ({doc['reused']} reused), executed {doc['executed']}; "
-                    f"{seconds:.1f} s")
+                    f"{seconds:.1f} s with --jobs {jobs}")
         for e in errors[:10]:
             message(f"error: {e}", style="red")
         if errors:
@@ -360,6 +351,7 @@ def demo_cmd(
                                         f"quotebench-report.html in --out, else in the current directory). {OUTPUT_RULE}"),
     transports: Optional[str] = typer.Option(None, "--transports", help="Transports to replay on (default: raw, "
                                              "nested, ssh, escaped, tempscript, raw@dash, docker-sh, shlex-sh)."),
+    jobs: Optional[int] = JOBS_OPT,
     suite_opt: str = SUITE_OPT,
     userland: str = USERLAND_OPT,
 ) -> None:
@@ -369,8 +361,9 @@ def demo_cmd(
 
     apply_suite(suite_opt)
     apply_userland(userland)
+    jobs = apply_jobs(jobs)
 
-    from ..demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
+    from ..ops.demo import AGENTS, CONTRACTS, TRANSPORTS, run_demo
     from ..report import compute, load_records, render_terminal, write_html
 
     names = parse_list(transports) if transports else TRANSPORTS
@@ -384,11 +377,12 @@ def demo_cmd(
               f"{', '.join(names)} over {len(suite())} tasks -> {where}")
     start = time.perf_counter()
     with progress:
-        errors = anyio.run(lambda: run_demo(where, hooks, names))
+        errors = anyio.run(lambda: run_demo(where, hooks, names, jobs=jobs))
     doc = compute(load_records([str(where / "results.jsonl")]))
     render_terminal(doc, out)
     write_html(doc, html)
-    message(f"{time.perf_counter() - start:.1f} s; results in {where}/results.jsonl; report in {html}")
+    message(f"{time.perf_counter() - start:.1f} s with --jobs {jobs}; results in {where}/results.jsonl; "
+            f"report in {html}")
     for e in errors:
         message(f"error: {e}", style="red")
     raise typer.Exit(1 if errors else 0)

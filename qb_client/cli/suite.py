@@ -103,7 +103,7 @@ def tasks_check(as_json: bool = JSON_OPT,
                 tasks: Optional[str] = typer.Option(None, "--tasks", help="Glob(s) of task ids, comma-separated."),
                 suite_opt: str = SUITE_OPT, userland: str = USERLAND_OPT) -> None:
     """Every task's reference solutions on their paths, and every near-miss state rejected."""
-    from ..suite_check import check_suite
+    from ..ops.suite_check import check_suite
 
     suite_id = apply_suite(suite_opt)
     apply_userland(userland)

@@ -16,11 +16,11 @@ remove one.
 
 Suite: a store records the suite each reply was made on (``suite``, and the
 ``userland``). Task ids are the same in every suite, so a store made on a
-generated suite and replayed without its ``--suite`` used to be scored,
+generated suite and replayed without its ``--suite`` would be scored,
 silently, against the public one (0/56 everywhere). A line whose ``suite`` is
 not the active suite is refused, naming both ids, unless the user says
 ``--allow-suite-mismatch`` (then one note counts them). A line without
-``suite`` (a store written before stores recorded it, or by hand) is scored on
+``suite`` (a store of an older format, or written by hand) is scored on
 the active suite, with one note. The userland is not checked: replaying one
 reply under another userland is a comparison the design makes on purpose, and
 each record says which userland it ran under.

@@ -11,11 +11,13 @@ Public API:
 Inside: :mod:`.load` reads and checks records, :mod:`.compute` (with :mod:`.stats`, :mod:`.groups`,
 :mod:`.paths`, :mod:`.harnesses`, :mod:`.turns`, :mod:`.order`) makes the document, :mod:`.terminal` and
 :mod:`.page` (with :mod:`.fmt`, :mod:`.plots`, :mod:`.style`) render it, :mod:`.damaged` lists damaged commands,
-:mod:`.lint_check` sets the lint's predictions against the measured damage (``report --lint``).
+:mod:`.lint_check` sets the lint's predictions against the measured damage (``report --lint``), and
+:mod:`.shellcheck` ShellCheck's on the routes' wrappers beside them (``--shellcheck``).
 
-May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console` and
-:mod:`qb_client.views`. Never a campaign or the CLI: a report is made from results files alone. This
-``__init__`` only re-exports its own submodules, and none of them imports it back.
+May import: ``tasks``, ``transports``; of ``qb_client``: :mod:`qb_client.console`,
+:mod:`qb_client.replies` (the config label) and :mod:`qb_client.records`. Never a campaign or the CLI: a
+report is made from results files alone. This ``__init__`` only re-exports its own submodules, and none
+of them imports it back.
 """
 
 from __future__ import annotations
@@ -35,12 +37,17 @@ __all__ = [
 
 
 def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_path: str | None = None,
-                   damaged: str | None = None, lint: bool = False) -> int:
+                   damaged: str | None = None, lint: bool = False, shellcheck: bool = False) -> int:
     """Load, compute, print (JSON or tables) to stdout, write the HTML page if asked; the exit code.
 
     Bad input raises :class:`ReportInputError` (one line naming the file, line and field; exit 2),
     an unwritable ``html`` path included: the page is written before anything is printed. Messages (warnings, where the page went) go to stderr, so ``--json`` leaves one document on stdout.
     """
+    if shellcheck:  # before the records are read: a missing program is the first thing to say
+        from .shellcheck import find_shellcheck, missing_message
+
+        if find_shellcheck() is None:
+            raise ReportInputError(f"report --shellcheck: {missing_message()}")
     records = load_records(paths)
     if csv_path is not None or damaged is not None:
         from .damaged import check_transport, damaged_rows, render_damaged, write_csv
@@ -60,10 +67,15 @@ def report_command(paths: list[str], html: str | None, as_json: bool, *, csv_pat
                 render_damaged(rows, out, damaged)
             return 0
     doc = compute(records)
+    lint = lint or shellcheck
     if lint:
         from .lint_check import lint_section
+        from .shellcheck import ShellCheckMissing
 
-        doc["lint"] = lint_section(records)
+        try:
+            doc["lint"] = lint_section(records, shellcheck=shellcheck)
+        except ShellCheckMissing as e:
+            raise ReportInputError(f"report --shellcheck: {e}") from None
     if html:  # written first: a bad path fails before anything is printed
         write_html(doc, html)
     if as_json:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..views.damage import cell
+from ..records.damage import cell
 from .load import ReportInputError, config_label
 
 COLUMNS = ("config", "suite", "userland", "task", "contract", "transport", "passed", "command", "received")

@@ -32,6 +32,8 @@ from typing import Any
 
 from transports.results.store import StoreError, bad_line, is_torn, open_jsonl, parse_line, raw_lines, torn_note
 
+from ..replies.config import config_label
+
 # SPEC.md "Record": the required fields. ``params`` and ``checks`` are checked
 # for presence only; the report reads the others and checks their types.
 REQUIRED = (
@@ -42,7 +44,8 @@ REQUIRED = (
 CONFIG_FIELDS = ("provider", "model", "effort", "params")
 HARNESS_FIELDS = ("harness", "harness_version", "wrapper", "harness_log")
 """Optional (a harness route's records): each a string or null. The report groups by ``harness`` and
-``harness_version`` (set members, joined text), so a list there was a TypeError traceback, not bad input."""
+``harness_version`` (set members, joined text), so a list there is refused as bad input before it can
+raise a TypeError."""
 
 
 class ReportInputError(ValueError):
@@ -54,14 +57,6 @@ Warn = Callable[[str], None]
 
 def _stderr(message: str) -> None:
     print(f"quotebench report: warning: {message}", file=sys.stderr)
-
-
-def config_label(config: dict[str, Any]) -> str:
-    """``provider:model@effort`` (``@unset`` when no effort was sent)."""
-    effort = config.get("effort")
-    label = f"{config.get('provider')}:{config.get('model')}@{effort if effort not in (None, '') else 'unset'}"
-    variant = config.get("variant")  # builtin tool, turns=K: another design, never pooled (ConfigInfo.variant)
-    return f"{label}+{variant}" if variant else label
 
 
 def _typename(v: Any) -> str:

@@ -37,7 +37,23 @@ _FD = re.compile(r"\d+(?=[<>])")
 _FD_OPERATOR = re.compile(r"\d+(>>|>\||<>|>&|<&|<<|>|<)")
 _BRACE = re.compile(r"\{[^\s{}]*(,|\.\.)[^\s{}]*\}")
 _IFS_SPLIT = re.compile(r"([ \t\n]+)")
-_LITERAL_RUN = re.compile(r"[^ \t;&|<>()\n\\'\"`$*?\[~{]+")
+_PLAIN = r"[^ \t;&|<>()\n\\'\"`$*?\[~{]"
+"""A character that is itself in an unquoted word (not a blank, operator, quote, escape, expansion, pattern,
+tilde or brace)."""
+_DQ_RUN = r'[^"\\`$]*(?:\\[\s\S][^"\\`$]*)*'
+"""Inside double quotes, characters that are themselves and backslash pairs, as one unrolled loop (a class run
+between pairs, so the regex engine takes a long string in tight steps, not one alternation per character)."""
+_SIMPLE_WORD = re.compile(rf"""(?:{_PLAIN}+|'[^']*'|\\[^\n]|"{_DQ_RUN}")+""")
+"""A word of pieces that expand to themselves (a literal run, a single-quoted string, a backslash pair, a
+double-quoted string without ``$`` or a backtick): each such stretch of a word is read in one match."""
+_PIECE = re.compile(rf"""({_PLAIN}+)|'([^']*)'|\\([^\n])|"({_DQ_RUN})["]""")
+_BLANK_RUN = re.compile(r"(?:[ \t]|\\\n)*")
+_DQ_BODY = re.compile(_DQ_RUN)
+"""Inside double quotes, a run of characters that are themselves and of backslash pairs (the scan's unit, so
+a long string costs one match, not one step per character)."""
+_DQ_ESCAPE = re.compile(r'\\(?:([$`"\\])|\n)')
+"""The pairs whose backslash bash removes inside double quotes (a backslash-newline goes whole): split on
+it, the captured characters kept, the newlines' None dropped."""
 BASH_OWN = frozenset((
     "BASH BASHOPTS BASHPID BASH_ALIASES BASH_ARGC BASH_ARGV BASH_ARGV0 BASH_CMDS BASH_COMMAND "
     "BASH_EXECUTION_STRING BASH_LINENO BASH_LOADABLES_PATH BASH_REMATCH BASH_SOURCE BASH_SUBSHELL "
@@ -98,7 +114,7 @@ class _Word:
     def done(self) -> list[str]:
         if self.real:
             self.fields.append(self.text())
-        return [_normal(f) for f in self.fields]
+        return [f if f.isascii() else _normal(f) for f in self.fields]
 
 
 def _normal(text: str) -> str:
@@ -137,11 +153,15 @@ class Scanner:
     def command(self) -> Command:
         """The next simple command and the operator that ends it."""
         cmd = Command(start=self.i)
+        s = self.s
         while True:
-            self.skip_blanks_and_comment()
-            if self.i >= len(self.s):
+            self.i = _BLANK_RUN.match(s, self.i).end()  # type: ignore[union-attr]  # matches the empty text
+            if self.i >= len(s):
                 return cmd
-            c = self.s[self.i]
+            c = s[self.i]
+            if c == "#":
+                self.skip_blanks_and_comment()
+                continue
             if c == "\\" and self.s.startswith("\\\n", self.i):
                 self.i += 2
                 continue
@@ -199,13 +219,7 @@ class Scanner:
         cmd.redirections.append(op + target[0])
 
     def _skip_blanks(self) -> None:
-        while self.i < len(self.s):
-            if self.s[self.i] in BLANKS:
-                self.i += 1
-            elif self.s.startswith("\\\n", self.i):
-                self.i += 2
-            else:
-                return
+        self.i = _BLANK_RUN.match(self.s, self.i).end()  # type: ignore[union-attr]  # matches the empty text
 
     def skip_blanks_and_comment(self) -> None:
         self._skip_blanks()
@@ -220,6 +234,14 @@ class Scanner:
         s = self.s
         first = self.i
         while self.i < len(s):
+            m = _SIMPLE_WORD.match(s, self.i)
+            if m is not None:  # pieces that expand to themselves, taken in one match
+                text = "".join([a or b or c or ("".join(filter(None, _DQ_ESCAPE.split(d))) if "\\" in d else d)
+                                for a, b, c, d in _PIECE.findall(m.group(0))])
+                w.add(text)
+                w.plain.append(text)
+                self.i = m.end()
+                continue
             c = s[self.i]
             if c in BLANKS or c in OPERATOR_CHARS:
                 break
@@ -255,36 +277,38 @@ class Scanner:
                 raise Unknown("an unquoted '~' (tilde expansion)", self.i)
             elif c == "{" and not self.syntax_only and _BRACE.match(s, self.i):
                 raise Unknown("an unquoted brace expansion", self.i)
-            else:
-                m = _LITERAL_RUN.match(s, self.i)
-                run = m.group(0) if m else c
-                w.add(run)
-                w.plain.append(run)
-                self.i += len(run)
+            else:  # a pattern, tilde or brace character where it is literal
+                w.add(c)
+                w.plain.append(c)
+                self.i += 1
         return w
 
     def _double_quoted(self) -> str:
-        """From an opening ``"`` to its close; the text after quote removal."""
+        """From an opening ``"`` to its close; the text after quote removal. A run of plain characters and
+        backslash pairs is taken in one match, its escapes removed in one substitution (a left-to-right scan
+        pairs each backslash with the character after it, as bash does)."""
         s = self.s
         start = self.i
         self.i += 1
         out: list[str] = []
         while self.i < len(s):
+            m = _DQ_BODY.match(s, self.i)
+            if m.end() > self.i:
+                run = m.group(0)
+                out.append("".join(filter(None, _DQ_ESCAPE.split(run))) if "\\" in run else run)
+                self.i = m.end()
+                continue
             c = s[self.i]
             if c == '"':
                 self.i += 1
                 return "".join(out)
-            if c == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '$`"\\\n':
-                if s[self.i + 1] != "\n":
-                    out.append(s[self.i + 1])
-                self.i += 2
-            elif c == "`":
+            if c == "`":
                 raise Unknown("a backtick inside double quotes (the outer shell runs it)", self.i)
-            elif c == "$":
+            if c == "$":
                 w = _Word()
                 self._dollar(w, quoted=True)
                 out.append(w.text())
-            else:
+            else:  # a backslash that ends the text: the quote never closes
                 out.append(c)
                 self.i += 1
         raise ParseError("a double quote that never closes (a syntax error: nothing runs)", start)

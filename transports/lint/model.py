@@ -25,6 +25,14 @@ class Hazard:
     rule: str
 
 
+def hazard(start: int, end: int, text: str, kind: str, rule: str, _new: Any = object.__new__) -> Hazard:
+    """A :class:`Hazard`, equal to ``Hazard(start, end, text, kind, rule)``, built without the frozen
+    dataclass's one ``object.__setattr__`` call per field (the lint makes one per reinterpreted character)."""
+    h = _new(Hazard)
+    h.__dict__.update(start=start, end=end, text=text, kind=kind, rule=rule)
+    return h  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class Safe:
     """How to send R on this route so that it arrives as exactly R.

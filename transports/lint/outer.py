@@ -41,7 +41,10 @@ def too_long(text: str) -> str | None:
 
 
 def program_of(words: list[str]) -> str | None:
-    """``received_from`` on words (the capture module's reading of a shell's options)."""
+    """``received_from`` on words (the capture module's reading of a shell's options). ``SHELL -c PROG ...``
+    with neither word an option is PROG in that reading, and is read so here without the bytes round trip."""
+    if len(words) >= 3 and words[1] == "-c" and words[0][:1] not in ("-", "+") and words[2][:1] not in ("-", "+"):
+        return words[2]
     from ..capture import received_from
 
     return received_from([w.encode("utf-8", "surrogateescape") for w in words])

@@ -15,6 +15,7 @@ class Rule:
     pattern: re.Pattern[str]  # each match is one span of R the route reinterprets
     kind: str                 # the character class
     text: str
+    chars: str = ""           # when the trigger is one character of these (the pattern is their class)
 
     def applies(self, command: str) -> bool:
         return self.pattern.search(command) is not None
@@ -32,16 +33,22 @@ def _r(routes: tuple[str, ...], pattern: str, kind: str, text: str) -> Rule:
     return Rule(routes, re.compile(pattern), kind, text)
 
 
+def _c(routes: tuple[str, ...], chars: str, kind: str, text: str) -> Rule:
+    """A rule whose trigger is a single character of ``chars`` (its pattern is made from them, so the lint can
+    find several such rules' spans in one pass)."""
+    return Rule(routes, re.compile("[" + re.escape(chars) + "]"), kind, text, chars)
+
+
 DQ = ("nested", "docker-sh", "ssh")
 RULES: tuple[Rule, ...] = (
-    _r(DQ, '"', "double quote", 'an unescaped " in R ends the outer double quotes: what follows is parsed by the '
+    _c(DQ, '"', "double quote", 'an unescaped " in R ends the outer double quotes: what follows is parsed by the '
        "outer shell as separate words"),
-    _r(DQ, r"\$", "dollar", "$ stays active inside double quotes: the outer shell expands $VAR and $(...) before "
+    _c(DQ, "$", "dollar", "$ stays active inside double quotes: the outer shell expands $VAR and $(...) before "
        "the final shell sees R"),
-    _r(DQ, "`", "backtick", "backticks stay active inside double quotes: the outer shell runs them"),
-    _r(DQ, r"\\", "backslash", 'inside double quotes \\ escapes $ ` " \\ and newline: the outer shell removes '
+    _c(DQ, "`", "backtick", "backticks stay active inside double quotes: the outer shell runs them"),
+    _c(DQ, "\\", "backslash", 'inside double quotes \\ escapes $ ` " \\ and newline: the outer shell removes '
        "those backslashes"),
-    _r(("nested-single",), "'", "single quote", "any ' in R ends the outer single quotes"),
+    _c(("nested-single",), "'", "single quote", "any ' in R ends the outer single quotes"),
     _r(("shlex-sh",), r'"|\\', "double quote or backslash", 'shlex.split honours only \\" and \\\\ inside double '
        'quotes; an unescaped " ends them'),
     _r(("tmux",), r";\s*\Z", "trailing semicolon", "tmux: an argument ending in ; ends the tmux command (tmux "
@@ -72,7 +79,7 @@ RULES: tuple[Rule, ...] = (
        "is written"),
     _r(("shell-quote-eval",), r"\|", "pipe", "with a pipe, shell-quote re-tokenises R: $VAR is expanded against "
        "the harness's environment, quotes and newlines are dropped, each token is re-quoted"),
-    _r(("json-naive",), '"|\\\\|[\x00-\x1f]', "json escape", 'pasted into {"command": "R"}: a " ends the JSON '
+    _c(("json-naive",), '"\\' + "".join(map(chr, range(32))), "json escape", 'pasted into {"command": "R"}: a " ends the JSON '
        "string, a \\ starts a JSON escape, a raw control character is refused by the strict parser"),
 )
 

@@ -1,24 +1,22 @@
 """The safe text for a route: R encoded for the route's parser so that the final shell receives exactly R,
 or, where no text can survive the route, the ``-safe`` twin that carries R in a script file.
 
-Every encoding here is checked by the lint itself before it is offered: a candidate is ``safe`` only when
-the route's predictor says it arrives as exactly R (an unknown prediction is never offered).
+Every encoding here is checked before it is offered: a candidate is ``safe`` only when the route's
+predictor says it arrives as exactly R (an unknown prediction is never offered), or, on a one-layer paste
+route, when :mod:`.paste` proves it arrives as R by how it is built.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 
 from .model import Outcome, Safe
 
-_DQ_ACTIVE = re.compile(r'([\\"$`])')
-
-
 def dq_escape(command: str) -> str:
-    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back."""
-    return _DQ_ACTIVE.sub(r"\\\1", command)
+    """R for the inside of bash's double quotes: each \\ " $ ` escaped, so the parse gives R back (the
+    backslashes first, so the ones added after are not doubled)."""
+    return command.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
 
 
 def sq_escape(command: str) -> str:
@@ -90,9 +88,11 @@ def arrives(outcome: Outcome, command: str) -> bool:
 
 
 def choose(name: str, layers: list[str], command: str, predict: Callable[[str], Outcome],
-           own: Outcome) -> Safe:
+           own: Outcome, proven: Callable[[str, str], bool] | None = None) -> Safe:
     """The safe delivery of ``command`` on ``name`` (``layers``: its base names, outermost first);
-    ``predict(text)`` is the lint's prediction for a text on the same route; ``own``: R's own."""
+    ``predict(text)`` is the lint's prediction for a text on the same route; ``own``: R's own;
+    ``proven(R, text)``: True where ``text``, the route's encoding of R, arrives as R by construction (:mod:`.paste`), so the
+    check by ``predict`` would say the same."""
     if arrives(own, command):
         return Safe("as-is", command, name)
     text = command
@@ -101,7 +101,7 @@ def choose(name: str, layers: list[str], command: str, predict: Callable[[str], 
             text = json_escape(text)
         elif base in ENCODERS:
             text = ENCODERS[base](text)
-    if text != command and arrives(predict(text), command):
+    if text != command and ((proven is not None and proven(command, text)) or arrives(predict(text), command)):
         return Safe("escaped", text, name)
     fix = twin(name)
     return Safe("script" if fix != name else "unknown", None, fix,

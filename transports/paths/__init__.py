@@ -17,6 +17,10 @@ attributes, which ``quotebench transports list`` prints and the README's table r
 ``fixes``      on a ``-safe`` entry, the path it fixes (None otherwise).
 
 ``received`` is the exact program text the final shell got, on every path.
+
+May import: ``tasks`` and, of ``transports``, the top-level modules (``base``, ``shells``, ``capture``,
+``components``, ``needs``) and the sandbox (its package API, and ``sandbox.exectrace`` for a trace);
+never ``harnesses``, ``ssh`` or a lab transport. Each route module is imported lazily, when its name is first built.
 """
 
 from __future__ import annotations

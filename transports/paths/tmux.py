@@ -469,7 +469,7 @@ def delivered(ex: Execution) -> str | None:
     return data.decode("utf-8", errors="surrogateescape")
 
 
-# ---------------------------------------------------------------- what exec shows (qb_client.views.route)
+# ---------------------------------------------------------------- what exec shows (qb_client.records.route)
 
 def typed(mode: str, command: str, script: str) -> str:
     """What the harness types: R itself (``keys``), or for the fix the line that runs the host's copy of R."""

@@ -3,9 +3,9 @@
 Why
     PyYAML's pure-Python loader takes seconds on a hostile workflow just under the
     size cap (a flow sequence of 87,000 empty ``?`` keys: 4 s on an idle core, far
-    more on a loaded one). Parsed on the event loop, that froze every other run of
-    a ``replay --concurrency N``: an innocent run beside it was recorded
-    ``timed_out`` because its clock was the stalled loop's.
+    more on a loaded one). Parsed on the event loop, that would freeze every other
+    run of a ``replay --concurrency N``: an innocent run beside it would be recorded
+    ``timed_out``, its clock being the stalled loop's.
 
 How
     * the input is capped (:data:`MAX_YAML` characters; beyond it, a transport error);

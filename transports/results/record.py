@@ -155,6 +155,12 @@ class Record(BaseModel):
     guard: Guard | None = Field(default=None, exclude_if=lambda v: v is None)
     """Only from ``quotebench serve --guard``: what the lint predicted for the command and what was delivered
     in its place (``command`` stays the client's R; ``received`` is what the final shell got)."""
+    jobs: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Only from ``replay``, ``run``, ``demo`` and harness runs: how many executions the invocation allowed at once
+    (``--jobs``). It explains ``timing.exec_ms`` (runs at once share the CPUs), never what was received or the
+    verdict; the report neither pools nor splits by it."""
+    cpus: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Beside ``jobs``: the CPUs the invocation could use (its affinity mask)."""
     truncated: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The fields :func:`capped` cut to their cap, in record order (``reply``, ``command``, ``received``,
     ``received_note``, ``stdout``, ``stderr``, ``transport_error``, ``error``, ``wrapper``, ``harness_log``);
@@ -175,8 +181,8 @@ _CAPS = (("reply", FIELD_CAP), ("command", FIELD_CAP), ("received", FIELD_CAP), 
 def capped(record: Record) -> Record:
     """``record`` with every stored text field cut to its cap, the cut ones named in ``truncated``.
 
-    Why: ``quotebench serve`` appends a record per call, and a client sends what it likes: a 3 MiB command
-    was stored twice (reply and command) on every call, 6 MB of record file each. Judge first, cap after:
+    Why: ``quotebench serve`` appends a record per call, and a client sends what it likes: a 3 MiB command,
+    uncapped, would be stored twice (reply and command) on every call, 6 MB of record file each. Judge first, cap after:
     ``damaged`` and the verdict are computed on the full text. A cut output is also ``truncated`` there."""
     update: dict[str, object] = {}
     cut: list[str] = []

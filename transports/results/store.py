@@ -46,7 +46,7 @@ _BLOCK = 1 << 16
 
 MAX_DEPTH = 128
 """The deepest nesting of arrays and objects a JSON value read from a file may have. Our records nest
-a few levels; ``json`` and pydantic recurse, so a value nested 200,000 deep was a RecursionError."""
+a few levels; ``json`` and pydantic recurse, so a value nested 200,000 deep would be a RecursionError."""
 MAX_LINE = 16 << 20
 """The longest line read from a JSONL file. A record keeps at most 64 KiB of each output stream."""
 MAX_FILE = 4 << 30

@@ -2,7 +2,8 @@
 
 Modules
     ``box``        ``Sandbox``: the private root, its lifecycle, the launcher (limits, uid drop, bubblewrap)
-                   and ``run()`` (see its docstring: lifecycle, limits, errors);
+                   and ``run()`` (see its docstring: lifecycle, limits, errors); ``execution``: what a run
+                   hands back and the errors;
     ``limits``     ``Limits`` and the process-wide memory and disk defaults;
     ``isolation``  which bubblewrap, whether it starts here, the refusal without it, the system binds;
     ``hostuid``    no host root inside: the uid drop and what it needs (a runnable bwrap, reachable binds);
@@ -11,13 +12,16 @@ Modules
     ``exectrace``  the ptrace tracer: every exec and fork of a run, as the kernel held it, from which the
                    transports take ``received``;
     ``userland``   the userlands (GNU, busybox, uutils) first on a command's PATH;
-    ``leftovers``  what killed harness processes left behind; ``reaper``: removal off the caller's path.
+    ``leftovers``  what killed harness processes left behind; ``reaper``: removal off the caller's path;
+    ``phases``     optional marks of where a record's time goes; ``floor``: the isolation alone, for comparison;
+    ``pool``       sandboxes built ahead for one-command records; ``ahead``: a first launcher started ahead.
 
 Imports: ``tasks`` only (fixtures, safe file reading). Nothing here knows a transport: what a run
 produced is handed up as an ``Execution`` with its ``trace``.
 """
 
-from .box import FILES_INSIDE, INSIDE_ROOT, ArgumentTooLong, Bind, Execution, Sandbox, SandboxError, shell_identities
+from .box import FILES_INSIDE, INSIDE_ROOT, Sandbox, shell_identities
+from .execution import ArgumentTooLong, Bind, Execution, SandboxError
 from .isolation import SYSTEM_PATH, Isolation, isolation_available, isolation_refusal
 from .leftovers import LEFTOVER_PREFIXES, sweep_leftovers
 from .limits import LimitHit, Limits, parse_size, set_default_limits

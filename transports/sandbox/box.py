@@ -1,46 +1,39 @@
 """Sandboxed execution: where every agent command runs, on every path.
 
 Lifecycle
-    ``Sandbox.create(task)`` makes a fresh private root (a temp directory) holding
-    ``work/`` (the working directory, filled from the task's fixture), ``home/``
-    (``$HOME``), ``tmp/`` and ``meta/`` (transport scratch space: received-capture
-    files, temporary scripts; never inside ``work/``, so it cannot disturb a
-    directory-state check). ``run()`` may be called any number of times; state in
-    ``work/`` persists between calls (the MCP server relies on that). ``close()``
-    removes the root; the sandbox is also an (async) context manager. Every run is
-    traced (:mod:`transports.sandbox.exectrace`): ``Execution.trace`` is the kernel's record of
-    the programs it executed, from which transports take ``received``.
+    ``Sandbox.create(task)`` makes a fresh private root (a temp directory) holding ``work/`` (the working
+    directory, filled from the task's fixture), ``home/`` (``$HOME``), ``tmp/`` and ``meta/`` (transport scratch
+    space: received-capture files, temporary scripts; never inside ``work/``, so it cannot disturb a directory-
+    state check). ``run()`` may be called any number of times; state in ``work/`` persists between calls (the
+    MCP server relies on that). ``close()`` removes the root; the sandbox is also an (async) context manager.
+    Every run is traced (:mod:`transports.sandbox.exectrace`): ``Execution.trace`` is the kernel's record of the
+    programs it executed, from which transports take ``received``.
 
 Limits (``Limits``)
-    * wall clock: ``timeout_s`` (default 10 s), kept by a thread of the run, not the
-      event loop (:mod:`transports.sandbox.process`); on expiry every process of the run is
-      killed with SIGKILL and ``timed_out`` is set. A run ends when the command's
-      first program has exited and no process of it holds its output any more (as
-      ``ssh`` and ``docker exec`` wait); then everything left of it is killed, so
+    * wall clock: ``timeout_s`` (default 10 s), kept by a thread of the run, not the event loop
+      (:mod:`transports.sandbox.process`); on expiry every process of the run is killed with SIGKILL and
+      ``timed_out`` is set. A run ends when the command's first program has exited and no process of it holds
+      its output any more (as ``ssh`` and ``docker exec`` wait); then everything left of it is killed, so
       nothing outlives a call;
-    * output: each of stdout and stderr is kept up to ``output_cap`` bytes and
-      marked ``truncated`` beyond it; a run that writes more than ``drain_cap``
-      bytes to one stream is killed (exit 137), so a ``yes`` cannot spin until
-      the timeout;
-    * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit``
-      prefix (one ``/bin/sh`` exec), never through ``preexec_fn``, which would
-      force a fork of a possibly large parent;
-    * processes: at most ``processes`` at once, through a pids cgroup per sandbox
-      where one can be made (RLIMIT_NPROC does nothing for root);
-    * memory: at most ``memory`` bytes per sandbox (default 1 GiB), all its runs and
-      both ends of ssh together, through a memory cgroup per sandbox; where no cgroup
-      can be made, an address-space rlimit of the same size per process
-      (:mod:`transports.sandbox.cgroups`);
-    * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the
-      harness runs as root (:mod:`transports.sandbox.diskcap`); elsewhere only the per-file
-      limit applies;
-    * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream
-      (the SSH server forwards its client's stdin);
-    * the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes (its pages
-      count against the memory limit too).
-    ``Execution.limits_applied`` says which mechanism enforced each limit, and
-    ``Execution.limit_hit`` which limit ended or failed the run (``time``,
-    ``output``, ``memory``, ``processes``, ``disk``, ``file-size``), if any.
+    * output: each of stdout and stderr is kept up to ``output_cap`` bytes and marked ``truncated`` beyond it; a
+      run that writes more than ``drain_cap`` bytes to one stream is killed (exit 137), so a ``yes`` cannot spin
+      until the timeout;
+    * file size and open files: RLIMIT_FSIZE and RLIMIT_NOFILE set by a ``ulimit`` prefix (one ``/bin/sh``
+      exec), never through ``preexec_fn``, which would force a fork of a possibly large parent;
+    * processes: at most ``processes`` at once, through a pids cgroup per sandbox where one can be made
+      (RLIMIT_NPROC does nothing for root);
+    * memory: at most ``memory`` bytes per sandbox (default 1 GiB), all its runs and both ends of ssh together,
+      through a memory cgroup per sandbox; where no cgroup can be made, an address-space rlimit of the same size
+      per process (:mod:`transports.sandbox.cgroups`);
+    * disk: the private root is a tmpfs of ``disk`` bytes (default 1 GiB) where the harness runs as root
+      (:mod:`transports.sandbox.diskcap`); elsewhere only the per-file limit applies;
+    * stdin is ``/dev/null`` unless the caller passes bytes or a byte stream (the SSH server forwards its
+      client's stdin);
+    * the private ``/tmp`` is a tmpfs of at most ``tmp_size`` bytes (its pages count against the memory limit
+      too).
+    ``Execution.limits_applied`` says which mechanism enforced each limit, and ``Execution.limit_hit`` which
+    limit ended or failed the run (``time``, ``output``, ``memory``, ``processes``, ``disk``, ``file-size``), if
+    any.
 
 Leftovers, no host root, isolation
     Roots are named ``qb-sandbox-<pid>-*``; the first sandbox a process makes removes what dead harness
@@ -56,21 +49,18 @@ Leftovers, no host root, isolation
     ``isolation`` is ``"none"``.
 
 Environment
-    Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and
-    nothing of the caller's environment (API keys above all).
+    Scrubbed: a fixed PATH, HOME inside the sandbox, LANG=C.UTF-8, TZ=UTC, and nothing of the caller's
+    environment (API keys above all).
 
 Paths
-    Under bwrap the private root is mounted at ``/sandbox`` (working directory
-    ``/sandbox/work``, ``HOME=/sandbox/home``, ``TMPDIR=/tmp``), so a command sees
-    the same paths on every run and replays are byte-reproducible; it is also
-    bound at its host path, so a host path handed in still resolves. Transports
-    that name a file to the command use ``inside(path)``. Without bwrap the
-    command sees the host paths.
+    Under bwrap the private root is mounted at ``/sandbox`` (working directory ``/sandbox/work``,
+    ``HOME=/sandbox/home``, ``TMPDIR=/tmp``), so a command sees the same paths on every run and replays are
+    byte-reproducible; it is also bound at its host path, so a host path handed in still resolves. Transports
+    that name a file to the command use ``inside(path)``. Without bwrap the command sees the host paths.
 
 Errors
-    ``SandboxError`` when the sandbox cannot be built or the launcher (bwrap,
-    prlimit, bash) cannot be started. A command's own failure is not an error:
-    it is data in the returned ``Execution``.
+    ``SandboxError`` when the sandbox cannot be built or the launcher cannot be started. A command's own
+    failure is not an error: it is data in the returned ``Execution``.
 """
 
 from __future__ import annotations
@@ -80,54 +70,23 @@ import secrets
 import signal
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-
 from tasks.fixture import materialize
+from tasks.safefs import remove_tree
 from tasks.schema import Task
 
-from tasks.safefs import remove_tree
-
-from . import cgroups, diskcap, exectrace, hostuid, reaper, userland as userlands
-from . import launch
+from . import ahead, cgroups, diskcap, exectrace, hostuid, launch, reaper, userland as userlands
+from .phases import mark
 from .isolation import SYSTEM_PATH, Isolation, isolation_available, warn_no_isolation_once, warn_root_once
 from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
-from .limits import LimitHit, Limits, which_limit
-from .process import Stdin, Stream, TooLong, run_traced
+from .limits import Limits, which_limit
+from .ahead import Ahead
+from .execution import ArgumentTooLong, Bind, Execution, SandboxError, exit_code_of
+from .process import NotReleased, Stdin, TooLong, run_traced
 from .userland import default_userland
 
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be built or its launcher could not start."""
-
-
-class ArgumentTooLong(SandboxError):
-    """The kernel refused the program text as one argument (E2BIG, over 128 KiB): nothing ran.
-
-    Transports turn it into a transport error; only ``tempscript`` can carry such a program.
-    """
-
-
-Bind = Path | tuple[Path, str]
-
-
-@dataclass
-class Execution:
-    """What one process run produced. The verdict is never derived from it."""
-
-    exit_code: int | None
-    stdout: Stream
-    stderr: Stream
-    timed_out: bool
-    exec_ms: float
-    isolation: Isolation
-    limit_hit: LimitHit | None = None
-    limits_applied: dict[str, str] | None = None
-    trace: exectrace.Trace | None = None
-    """The kernel's record of every program the run executed (the launcher's own left out)."""
 
 
 class Sandbox:
@@ -149,6 +108,7 @@ class Sandbox:
         self.mounted = False
         self.closed = False
         self.files: Path | None = None  # host-written files (write_file): outside the root, bound read-only
+        self.ahead: Ahead | None = None  # the first run's launcher, started ahead (transports.sandbox.pool)
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -163,18 +123,24 @@ class Sandbox:
         if iso == "none":
             warn_no_isolation_once()
         sweep_leftovers()
+        mark("create: thread hop, checks")
         box: Sandbox | None = None
         try:
             root = Path(tempfile.mkdtemp(prefix=f"qb-sandbox-{os.getpid()}-", dir=hostuid.temp_base())).resolve()
             box = cls(root, limits or Limits(), iso, ul)
+            mark("create: root directory")
             box.mounted = diskcap.mount(root, box.limits.disk)
+            mark("create: tmpfs mount")
             for d in (box.workdir, box.home, box.tmp, box.meta):
                 d.mkdir()
             box.cgroup = cgroups.new_group(box.limits.processes)
+            mark("create: directories, cgroup")
             if task is not None:
                 materialize(task.fixture, box.workdir)
+            mark("create: fixture")
             if (uid := hostuid.sandbox_uid()) is not None:
                 hostuid.give(root, uid)  # the command's uid owns its tree; the host reads it as root
+            mark("create: chown")
         except OSError as e:
             if box is not None:
                 box.close()
@@ -198,7 +164,10 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
+        if self.ahead is not None:
+            ahead.drop(self.ahead)
         cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
+        mark("close: kill the cgroup's members")
         group, root, mounted, files = self.cgroup, self.root, self.mounted, self.files
 
         def remove() -> None:
@@ -210,6 +179,14 @@ class Sandbox:
             remove()
         else:
             reaper.later(remove)
+        mark("close: removal (or its queueing)")
+
+    def start_ahead(self) -> bool:
+        """Start the first run's launcher now, before any run (:mod:`transports.sandbox.ahead`); False when
+        none was started (the run then starts its own, as always)."""
+        if self.isolation == "bwrap" and not self.runs and self.ahead is None and not self.closed:
+            self.ahead = ahead.start(self.cgroup, self.limits, self.env(), self.workdir, self.launcher)
+        return self.ahead is not None
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -331,11 +308,9 @@ class Sandbox:
     # -- running -------------------------------------------------------------
 
     def _end_of(self, group: cgroups.Group | None) -> Callable[[], None]:
-        """What ends a run's processes that the tracer cannot kill by pid (a ``CLONE_UNTRACED`` child).
-        Under bwrap nothing: the tracer kills the pid namespace's init, and the kernel then kills every
-        process of the namespace and lets init's exit be reported only once they are all gone, so the
-        tracer's join already waits for them (reading the group's members here cost 0.8 ms a run).
-        Without a pid namespace, the run's cgroup."""
+        """What ends a run's processes that the tracer cannot kill by pid (a ``CLONE_UNTRACED`` child): under
+        bwrap nothing (killing the pid namespace's init kills them, and its exit is reported once they are all
+        gone, so the tracer's join waits for them); without a pid namespace, the run's cgroup."""
         if self.isolation == "bwrap":
             return lambda: None
         return lambda: cgroups.kill_all(group)
@@ -355,33 +330,62 @@ class Sandbox:
         and ``SandboxError`` when the launcher cannot start at all.
         """
         self.runs += 1
-        group = cgroups.child(self.cgroup, self.limits.memory)
+        mark("transport: before the run")
         run_env = self.env(env)
-        try:
-            full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group, env=run_env)
-        except OSError as e:
-            cgroups.remove(group)
-            raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
-        refused_forks = cgroups.refused_count(group, self.cgroup, fresh=True)
-        lim = self.limits
-        try:
-            outcome = await run_traced(
-                full, env=run_env, cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
-                output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
-                launcher_execs=stages, on_end=self._end_of(group), input_of=input_of, log_fd=log_fd,
-                inner=self.isolation == "bwrap")
-        except TooLong:
-            cgroups.remove(group)
-            raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
-                                  "(131072 bytes); nothing ran") from None
-        except (OSError, exectrace.TraceError) as e:
-            cgroups.remove(group)
-            raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+        waiting, self.ahead = self.ahead, None
+        if waiting is not None and stdin is not None and not isinstance(stdin, bytes):  # a stream cannot be
+            ahead.drop(waiting)  # sent twice, and a launcher started ahead that ran nothing is retried below
+            waiting = None
+        while True:
+            taken, group = None, None
+            try:
+                taken = waiting and ahead.take(waiting, argv, run_env, lambda late: self.launcher(
+                    late, network=network, binds=binds, cwd=cwd, group=waiting.group, env=run_env)[0])
+                if taken is not None:
+                    group, full, stages = taken[0].group, taken[0].full, 0
+                else:
+                    group = cgroups.child(self.cgroup, self.limits.memory)
+                    full, stages = self.launcher(argv, network=network, binds=binds, cwd=cwd, group=group,
+                                                 env=run_env)
+            except OSError as e:
+                cgroups.remove(group)
+                raise SandboxError(f"cannot bind a source into the sandbox: {e}") from e
+            mark("run: the run's cgroup, launcher argv")
+            refused_forks = cgroups.refused_count(group, self.cgroup, fresh=taken is None)
+            mark("run: fork counter")
+            lim = self.limits
+            try:
+                outcome = await run_traced(
+                    full, env=run_env, cwd=str(cwd or self.workdir), stdin=stdin, timeout_s=lim.timeout_s,
+                    output_cap=lim.output_cap, drain_cap=lim.drain_cap, watch=watch | shell_identities(),
+                    launcher_execs=stages, on_end=self._end_of(group), input_of=input_of, log_fd=log_fd,
+                    inner=self.isolation == "bwrap", ready=(taken[0].tracer, taken[1]) if taken else None)
+            except NotReleased:
+                outcome = None
+            except TooLong:
+                cgroups.remove(group)
+                raise ArgumentTooLong("the program is longer than the kernel allows for one argument "
+                                      "(131072 bytes); nothing ran") from None
+            except (OSError, exectrace.TraceError) as e:
+                cgroups.remove(group)
+                raise SandboxError(f"cannot start {full[0]}: {getattr(e, 'strerror', None) or e}") from e
+            finally:
+                if taken is not None:  # the launcher holds its own copy until its gate closes it
+                    os.close(taken[0].fd)
+            # a launcher started ahead that ran nothing of the command (killed from outside, or its exec of
+            # the command failed, which the run's own launcher reports as bwrap does): the run starts its own
+            if taken is None or (outcome is not None and (outcome.trace.execs or outcome.timed_out)):
+                break
+            reaper.later(lambda g=group: cgroups.remove(g))
+            waiting = None
+        assert outcome is not None
+        mark("end: loop wakes, pipes drained")
         oom = cgroups.oom_killed(group)
         refused_after = cgroups.refused_count(group, self.cgroup)  # before the group's removal is queued
         reaper.later(lambda: cgroups.remove(group))
+        mark("end: oom and fork counters, cgroup removal queued")
         out, err, timed_out = outcome.stdout, outcome.stderr, outcome.timed_out
-        exit_code = None if timed_out or outcome.status is None else _exit_code(outcome.status)
+        exit_code = None if timed_out or outcome.status is None else exit_code_of(outcome.status)
         hit = which_limit(timed_out=timed_out, drained=out.drained or err.drained, oom=oom,
                           rlimit_memory=group is None, stderr=err.text, refused=refused_after > refused_forks,
                           disk_full=lambda: self.mounted and diskcap.full(self.root),
@@ -392,9 +396,3 @@ class Sandbox:
             exec_ms=outcome.exec_ms, isolation=self.isolation,
             limit_hit=hit, limits_applied=self.applied(), trace=outcome.trace,
         )
-
-
-def _exit_code(code: int) -> int:
-    """Shell convention: a death by signal n is 128+n."""
-    return 128 - code if code < 0 else code
-

@@ -8,25 +8,21 @@ Why cgroups
     pages of its tmpfs files included, and its OOM killer ends only that run.
 
 Layout
-    ``<root>/quotebench-<pid>/sandbox-<n>/run-<m>``: a parent per harness process,
-    a group per sandbox holding both limits for everything the sandbox runs, all
-    runs together (``pids.max`` and the memory limit: the ``ssh`` transport's local
-    run and the embedded server's runs for it, and any runs a reply starts at once,
-    share one cap; a cap per run let three concurrent remote runs of one sandbox
-    hold three times it), and a group per run under it, without limits of its own:
-    what is killed and emptied when that run ends, and where its OOM kills are
-    counted. The limit wrapper writes its own pid into the run group's
-    ``cgroup.procs`` before it execs bwrap, so the very first fork already counts.
+    ``<root>/quotebench-<pid>/sandbox-<n>/run-<m>``: a parent per harness process, a group per sandbox holding
+    both limits for everything the sandbox runs, all runs together (``pids.max`` and the memory limit: the
+    ``ssh`` transport's local run and the embedded server's runs for it, and any runs a reply starts at once,
+    share one cap; a cap per run would let three concurrent remote runs of one sandbox hold three times it), and a
+    group per run under it, without limits of its own: what is killed and emptied when that run ends, and where
+    its OOM kills are counted. The limit wrapper writes its own pid into the run group's ``cgroup.procs`` before
+    it execs bwrap, so the very first fork already counts.
 
 Refused forks
-    cgroup v1 counts a fork refused at a sandbox's ``pids.max`` in the
-    ``pids.events`` of the *forking task's* group, a run group, not in the
-    sandbox's (so reading the sandbox's alone said ``limit_hit: null``). A run's
-    record reads its own run group (:func:`refused_in_run`), so a concurrent run of
-    the same sandbox whose forks are refused never marks it. Where that count is not
-    per run (cgroup v2, or a run that could not get a group of its own),
-    :func:`pid_limit_hits` counts the sandbox's whole subtree before and after the
-    run, run groups already removed included (their count is kept when they go).
+    cgroup v1 counts a fork refused at a sandbox's ``pids.max`` in the ``pids.events`` of the *forking task's*
+    group, a run group, not in the sandbox's (reading the sandbox's alone would say ``limit_hit: null``). A run's
+    record reads its own run group (:func:`refused_in_run`), so a concurrent run of the same sandbox whose forks
+    are refused never marks it. Where that count is not per run (cgroup v2, or a run that could not get a group
+    of its own), :func:`pid_limit_hits` counts the sandbox's whole subtree before and after the run, run groups
+    already removed included (their count is kept when they go).
 
 Machines differ (``mechanisms()`` says what applied, and records carry it)
     * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine):
@@ -42,7 +38,6 @@ Machines differ (``mechanisms()`` says what applied, and records carry it)
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
 import signal
@@ -50,6 +45,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .ownexit import at_exit
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("pids", "memory")
@@ -89,11 +86,10 @@ def _writable(path: Path) -> bool:
     return os.access(path / "cgroup.procs", os.W_OK)
 
 
-def _detect() -> None:
-    _State.checked = True
-    _State.version, _State.parents = None, {}
+def _probe() -> tuple[str | None, dict[str, Path]]:
+    """The cgroup version this process can use and its own parent group per controller (made here)."""
     if os.environ.get("QB_NO_CGROUP"):
-        return
+        return None, {}
     pid = os.getpid()
     v1 = {c: CGROUP_ROOT / c for c in CONTROLLERS if _writable(CGROUP_ROOT / c)}
     if v1:
@@ -107,30 +103,37 @@ def _detect() -> None:
             parents[c] = root / f"quotebench-{pid}"
             if c == "memory":  # children inherit it: a run's pages count against its sandbox's limit
                 _try_write(parents[c] / "memory.use_hierarchy", "1")
-        if parents:
-            _State.version, _State.parents = "cgroup-v1", parents
-            for p in parents.values():
-                atexit.register(_remove_dir, p)
-        return
+        for p in parents.values():
+            at_exit(_remove_dir, p)
+        return ("cgroup-v1" if parents else None), parents
     if (CGROUP_ROOT / "cgroup.controllers").is_file() and _writable(CGROUP_ROOT):
         try:
             available = (CGROUP_ROOT / "cgroup.controllers").read_text().split()
             if not all(c in available for c in CONTROLLERS):
-                return
+                return None, {}
             (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory")
             _sweep_stale(CGROUP_ROOT)
             parent = CGROUP_ROOT / f"quotebench-{pid}"
             parent.mkdir(exist_ok=True)
             (parent / "cgroup.subtree_control").write_text("+pids +memory")
         except OSError:
-            return
-        _State.version, _State.parents = "cgroup-v2", {c: parent for c in CONTROLLERS}
-        atexit.register(_remove_dir, parent)
+            return None, {}
+        at_exit(_remove_dir, parent)
+        return "cgroup-v2", {c: parent for c in CONTROLLERS}
+    return None, {}
+
+
+_detect_lock = threading.Lock()
 
 
 def _parents() -> dict[str, Path]:
+    """Probed once, under a lock: sandboxes made at once in worker threads must all see the parents, never a
+    half-made table (a sandbox that saw none would run without a process cap)."""
     if not _State.checked or any(not p.is_dir() for p in _State.parents.values()):
-        _detect()
+        with _detect_lock:
+            if not _State.checked or any(not p.is_dir() for p in _State.parents.values()):
+                _State.version, _State.parents = _probe()
+                _State.checked = True
     return _State.parents
 
 

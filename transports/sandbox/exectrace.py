@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from . import ptrace
+from . import phases, ptrace
 from .shellcopy import ShellCopy
 from .trace import Exec, Identity, Trace, identity
 
@@ -125,8 +125,12 @@ class Tracer:
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
                  watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0, inner: bool = False,
-                 input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None) -> None:
+                 input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None,
+                 late_fd: int | None = None) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
+        self.late_fd = late_fd  # a pre-started launcher's argument file: the run is bound by release()
+        self.late_env: bytes | None = None  # the environment bwrap gave that launcher's gate, as the kernel held it
+        self.gate_reached = threading.Event()
         self.watch = watch
         self.inner = inner
         self.skip = launcher_execs
@@ -150,6 +154,7 @@ class Tracer:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._main, name="qb-tracer", daemon=True)
+        self._phases = phases.current()  # the tracer thread does not inherit the caller's context
 
     # -- the caller's side ---------------------------------------------------------------
 
@@ -160,6 +165,28 @@ class Tracer:
             raise self._error
         assert self.proc is not None
         return self.proc
+
+    def release(self, payload: bytes, *, stdin: bool, watch: frozenset[Identity],
+                input_of: Callable[[Exec], bool] | None, log_fd: int | None) -> bool:
+        """Bind the run to a launcher started ahead (``late_fd``) that waits at its second gate
+        (:data:`transports.sandbox.launch.LATE_GATE`): what the tracer must know is set first, then ``payload``
+        (the command's environment and argv) is written to the argument file and the gate's line sent. False
+        when the launcher is gone (nothing of the run started)."""
+        assert self.late_fd is not None and self.proc is not None and self.proc.stdin is not None
+        if self.main_exited.is_set():
+            return False
+        self.stdin, self.watch, self.input_of, self.copy.log_fd = stdin, watch, input_of, log_fd
+        self._phases = phases.current()
+        os.ftruncate(self.late_fd, 0)
+        os.pwrite(self.late_fd, payload, 0)
+        try:  # one line into an empty pipe: never blocks
+            os.write(self.proc.stdin.fileno(), GATE_INPUT if stdin else GATE_NO_INPUT)
+        except OSError:
+            return False
+        if not stdin:
+            self.proc.stdin.close()
+            self.proc.stdin = None
+        return True
 
     def kill_all(self) -> None:
         """SIGKILL every process of the run, now and as any still being forked appears."""
@@ -248,13 +275,18 @@ class Tracer:
                             if e.parent is None and e.pid in forks else e for e in self.trace.execs]
 
     def _spawn(self) -> None:
+        if self._phases is not None:
+            self._phases.mark("launch: thread hops to the tracer")
         proc = subprocess.Popen(
             self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            pass_fds=() if self.late_fd is None else (self.late_fd,),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.proc = proc
         pid = proc.pid
         assert proc.stdin is not None
+        if self._phases is not None:
+            self._phases.mark("launch: spawn (fork, exec of the limits shell)")
         try:
             ptrace.call(ptrace.PTRACE_SEIZE, pid, ptrace.SEIZE_OPTIONS)
         except OSError as e:
@@ -278,12 +310,14 @@ class Tracer:
             self._finish_main(ended)
             return
         try:  # one line into an empty pipe: never blocks
-            os.write(proc.stdin.fileno(), GATE_INPUT if self.stdin else GATE_NO_INPUT)
+            os.write(proc.stdin.fileno(), GATE_INPUT if self.stdin or self.late_fd is not None else GATE_NO_INPUT)
         except OSError:  # the launcher is gone already: its exit is reported to the loop
             pass
-        if not self.stdin:
+        if not self.stdin and self.late_fd is None:
             proc.stdin.close()
             proc.stdin = None
+        if self._phases is not None:
+            self._phases.mark("launch: seize, gate line")
 
     def _trace_execs_of(self, pid: int) -> int | None:
         """Turn exec events on for the seized launcher, which executes the command itself: interrupted (it is
@@ -305,6 +339,8 @@ class Tracer:
         """The command's first program (or, if it never started, the launcher) has exited."""
         if self.status is None:
             self.status = status
+            if self._phases is not None:
+                self._phases.mark("command: its own run (exec to exit)")
         self.main_exited.set()
 
     def _loop(self) -> None:
@@ -391,9 +427,16 @@ class Tracer:
         self.copy.execed(pid)  # whatever pid was (the shell, one of its forks), it is another program now
         if self.skip > 0:
             self.skip -= 1
+            if self.late_fd is not None and not self.gate_reached.is_set():
+                env = ptrace.read_proc(pid, "environ", MAX_ENV)
+                self.late_env = env[0] if env and env[1] else None
+                self.gate_reached.set()
             return
         if self._root is None:
             self._root = pid
+            if self._phases is not None:
+                self._phases.mark("launch: cgroup join, rlimits, setpriv, bwrap, to the command's exec"
+                                  if self.late_fd is None else "launch: the gate reads the run, env, the command's exec")
         # past the cap only the first program's own pid is followed (an exec in place there is the
         # boundary's candidate), and only MAX_IN_PLACE more times: a flood elsewhere cannot hide the final shell
         if len(self.trace.execs) >= MAX_EXECS and (

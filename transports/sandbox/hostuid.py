@@ -27,7 +27,6 @@ Records
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
@@ -36,6 +35,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
+
+from .ownexit import at_exit
 
 DROP_UID = 65534
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -231,7 +232,7 @@ def reachable_path(path: Path) -> str:
         d = Path(tempfile.mkdtemp(prefix=f"qb-binds-{os.getpid()}-", dir="/tmp"))
         d.chmod(0o755)
         _bind_dir.append(d)
-        atexit.register(release_binds)
+        at_exit(release_binds)
     target = _bind_dir[0] / str(len(_bound))
     if os.path.isdir(key):
         target.mkdir()

@@ -21,6 +21,7 @@ Why no ``--die-with-parent`` and no wrapper of our own
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -75,6 +76,41 @@ def bwrap_argv(lim: Limits, root: Path, chdir: str, ro: list[tuple[Path, str]], 
     if lc_all is not None:
         iso += ["--setenv", "LC_ALL", lc_all]
     return iso + ["--chdir", chdir, "--"]
+
+
+LATE_GATE = ('read qb_gate || exit 125; case $qb_gate in -) exec </dev/null;; esac; '
+             'mapfile -d "" -t qb_argv <&{fd} || exit 125; exec {fd}<&- /usr/bin/env -i -- "${{qb_argv[@]}}"')
+"""The command of a launcher started ahead of its run (:mod:`transports.sandbox.pool`), bwrap's pid 2: it waits
+for the tracer's second line (``-``: the run's stdin is ``/dev/null``), reads the run's environment and argv
+from the argument file (descriptor ``fd``, NUL-separated), closes it and execs ``env -i``, which execs the
+command with exactly that environment. Both execs (this bash's and env's) are the launcher's, never in the
+trace."""
+
+
+def late_argv(fd: int) -> list[str]:
+    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``."""
+    return ["/bin/bash", "--noprofile", "--norc", "-c", LATE_GATE.format(fd=fd)]
+
+
+LATE_EXECS = 2
+MAX_LATE_ARG = 64 * 1024
+MAX_LATE_TOTAL = 1 << 20
+
+
+def late_payload(argv: list[str], environ: bytes) -> bytes | None:
+    """The argument file's content for a launcher started ahead: ``environ`` (NUL-terminated entries, the
+    environment bwrap gave the launcher's gate, which is what it would have given the command), then the
+    argv. None when this run must start its own (an argument so long that only the kernel can say whether it
+    fits, or an argv[0] that ``env`` would take for an assignment or an option)."""
+    if not argv or "=" in argv[0] or argv[0].startswith("-"):
+        return None
+    entries = environ.split(b"\0")[:-1] if environ.endswith(b"\0") else environ.split(b"\0")
+    if any(b"=" not in e for e in entries):
+        return None
+    words = entries + [os.fsencode(a) for a in argv]
+    if any(len(w) > MAX_LATE_ARG or b"\0" in w for w in words) or sum(len(w) + 1 for w in words) > MAX_LATE_TOTAL:
+        return None
+    return b"".join(w + b"\0" for w in words)
 
 
 _SHELL_PROGRAMS = ("bash", "sh", "dash", "zsh", "busybox")

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from . import reaper
 from .exectrace import Exec, Identity, Trace, Tracer
+from .phases import mark
 
 Stdin = bytes | AsyncIterator[bytes] | None
 HOLDER_POLL_S = 0.01  # how often a run whose main process is gone checks who still holds its output
@@ -61,25 +63,42 @@ class TooLong(OSError):
     """The kernel refused the argument vector (E2BIG)."""
 
 
+class NotReleased(Exception):
+    """A launcher started ahead ended before its run was handed to it (killed from outside): nothing ran."""
+
+
 async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: Stdin, timeout_s: float,
                      output_cap: int, drain_cap: int, watch: frozenset[Identity], launcher_execs: int,
                      on_end: Callable[[], None], input_of: Callable[[Exec], bool] | None = None,
-                     log_fd: int | None = None, inner: bool = False) -> Outcome:
+                     log_fd: int | None = None, inner: bool = False,
+                     ready: tuple[Tracer, bytes] | None = None) -> Outcome:
     """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup, where no pid
-    namespace does it).
+    namespace does it). ``ready``: a launcher started ahead, waiting at its second gate, and the argument file
+    it is to run (:func:`transports.sandbox.launch.late_payload`); then ``argv`` is not started.
 
-    Raises :class:`TooLong` for E2BIG and ``OSError``/``TraceError`` when the launcher cannot start."""
-    tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
-                    input_of=input_of, log_fd=log_fd, inner=inner)
+    Raises :class:`TooLong` for E2BIG, ``OSError``/``TraceError`` when the launcher cannot start, and
+    :class:`NotReleased` when ``ready`` ended before it took the run (the caller starts the run's own)."""
     start = time.perf_counter()
-    try:
-        # shielded: a cancellation landing after the thread started the run would lose the process
-        with anyio.CancelScope(shield=True):
-            proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)
-    except OSError as e:
-        if e.errno == errno.E2BIG:
-            raise TooLong(e.errno, e.strerror) from None
-        raise
+    if ready is not None and not ready[0].release(ready[1], stdin=stdin is not None, watch=watch,
+                                                  input_of=input_of, log_fd=log_fd):
+        discard_ready(ready[0])
+        raise NotReleased
+    if ready is not None:
+        tracer = ready[0]
+        assert tracer.proc is not None
+        proc = tracer.proc
+        mark("launch: release the launcher started ahead")
+    else:
+        tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
+                        input_of=input_of, log_fd=log_fd, inner=inner)
+        try:
+            # shielded: a cancellation landing after the thread started the run would lose the process
+            with anyio.CancelScope(shield=True):
+                proc = await anyio.to_thread.run_sync(tracer.start, limiter=_threads)
+        except OSError as e:
+            if e.errno == errno.E2BIG:
+                raise TooLong(e.errno, e.strerror) from None
+            raise
     pipes = frozenset(os.fstat(p.fileno()).st_ino for p in (proc.stdout, proc.stderr) if p is not None)
     notify_r, notify_w = os.pipe()
     os.set_blocking(notify_r, False)
@@ -105,11 +124,13 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                 # checks spaced by twice their own cost: a command with thousands of descriptors cannot
                 # keep a harness core busy with them
                 time.sleep(max(HOLDER_POLL_S, 2 * (time.monotonic() - began)))
+        mark("end: output holders checked")
         tracer.kill_all()  # what is left (bwrap's init, jobs writing elsewhere) ends now
         on_end()
         # joined here, not from the loop: the run is over only when nothing of it is left, and one
         # thread hop fewer per run
         tracer.join()
+        mark("end: kill, reap (tracer joined)")
         ended.set()
         os.write(notify_w, b"x")
 
@@ -153,6 +174,23 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
     status = None if timed_out or tracer.status is None else os.waitstatus_to_exitcode(tracer.status)
     return Outcome(status=status, stdout=out.stream(), stderr=err.stream(), timed_out=timed_out,
                    exec_ms=(time.perf_counter() - start) * 1000, trace=tracer.trace)
+
+
+def discard_ready(tracer: Tracer) -> None:
+    """End a launcher started ahead that no run will use: everything of it killed, its thread joined and its
+    pipes closed off the caller's path (:mod:`transports.sandbox.reaper`)."""
+    tracer.kill_all()
+
+    def finish() -> None:
+        tracer.join(BACKSTOP_S)
+        proc = tracer.proc
+        for pipe in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+    reaper.later(finish)
 
 
 @dataclass
@@ -247,4 +285,4 @@ async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:
             pass
 
 
-__all__ = ["Outcome", "Stdin", "Stream", "TooLong", "run_traced"]
+__all__ = ["Outcome", "Stdin", "Stream", "TooLong", "discard_ready", "run_traced"]

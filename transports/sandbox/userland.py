@@ -19,12 +19,13 @@ directory, removed at exit, and swept like sandbox roots if the process dies).
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from .ownexit import at_exit
 
 USERLANDS: tuple[str, ...] = ("gnu", "busybox", "uutils")
 PROGRAMS = {"busybox": ("busybox", "busybox"), "uutils": ("coreutils", "rust-coreutils")}
@@ -82,7 +83,7 @@ def directory(name: str) -> Path | None:
         for applet in applets(target):
             os.symlink(target, d / applet)
         d.chmod(0o755)
-        atexit.register(shutil.rmtree, d, True)
+        at_exit(shutil.rmtree, d, True)
         _dirs[name] = d
     return _dirs[name]
 

@@ -22,7 +22,6 @@ Why one module (over 400 lines)
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import json
 import os
@@ -43,6 +42,7 @@ from ..sandbox import hostuid
 from ..sandbox import SYSTEM_PATH, Sandbox
 from .target import Remote, configure, configured, parse_target  # noqa: F401 - re-exported (transports.ssh)
 from .server import TOKEN_ENV, EmbeddedServer
+from transports.sandbox.ownexit import at_exit
 
 HOST_ALIAS = "qb-remote"
 """The ``<target>`` word of the outer text; the generated config maps every host to the endpoint."""
@@ -372,7 +372,7 @@ def _endpoint_sync(remote: Remote | None, kind: ClientKind) -> Endpoint:
     global _atexit_registered
     with _lock:
         if not _atexit_registered:
-            atexit.register(_close_all)
+            at_exit(_close_all)
             _atexit_registered = True
         ep = _endpoints.get(remote)
         if ep is not None and ep.ready(kind):

@@ -1,0 +1,117 @@
+"""A sandbox's first launcher, started before its run is asked for: the launch chain off the record's path.
+
+Why
+    Most of a record's time is the launch chain (the limits shell, ``setpriv``, bubblewrap's namespaces and
+    mounts: ``quotebench bench --phases``), and none of it depends on the command. So a sandbox built ahead
+    (:mod:`transports.sandbox.pool`) also starts its first run's launcher ahead: seized by its tracer, in its
+    run's cgroups, with its rlimits, past the uid drop and bwrap, its pid 2 waiting at a second gate
+    (:data:`~transports.sandbox.launch.LATE_GATE`). The run then hands it the command's environment and argv
+    through an argument file (a memfd only that launcher holds) and one gate line; the gate execs
+    ``env -i``, which execs the command with exactly that environment, as bwrap would have.
+
+What stays as strong
+    Nothing of the command runs before the gate line: until then the sandbox holds only bwrap's init and
+    the gate, so the host may still write the fixture into its root. The tracer is the run's own from the
+    launcher's first instruction; the gate's and ``env``'s execs are the launcher's (left out of the trace,
+    as setpriv's is without bwrap), so the command's first program is the first exec in the trace, as
+    always. A launcher is used for one run at most, and only when the launcher that run would start is the
+    same argv but for the command (the same binds, working directory, network, cgroups) and the same
+    environment; anything else (a transport's own binds, a host-written file, an argument over 64 KiB, whose
+    fit only the kernel can judge) ends it and the run starts its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cgroups, exectrace, launch, reaper
+from .limits import Limits
+from .process import discard_ready
+
+
+_lock = threading.Lock()
+GATE_WAIT_S = 10.0
+"""How long a launcher started ahead may take to reach its gate before it is given up."""
+
+
+@dataclass
+class Ahead:
+    """A launcher waiting at its second gate, and what its run must match."""
+
+    tracer: exectrace.Tracer
+    group: cgroups.Group | None
+    full: list[str]
+    env: dict[str, str]
+    fd: int
+    used: bool = False
+    ended: bool = False  # taken or dropped: a view of the sandbox (copy.copy) may hold it too, and finds it gone
+
+
+def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, str], workdir: Path,
+          launcher: Callable[..., tuple[list[str], int]]) -> Ahead | None:
+    """Start the launcher (``launcher``: the sandbox's own argv builder); None when it cannot start."""
+    group = cgroups.child(sandbox_group, limits.memory)
+    fd = os.memfd_create("qb-run", os.MFD_CLOEXEC)
+    try:
+        full, _ = launcher(launch.late_argv(fd), group=group, env=env)
+        tracer = exectrace.Tracer(full, env=env, cwd=str(workdir), stdin=True, watch=launch.shell_identities(),
+                                  launcher_execs=launch.LATE_EXECS, inner=True, late_fd=fd)
+        tracer.start()
+    except (OSError, exectrace.TraceError):
+        os.close(fd)
+        cgroups.remove(group)
+        return None
+    found = Ahead(tracer, group, full, env, fd)
+    # ready once bwrap has started the gate (the environment it would give the command is then known)
+    if not tracer.gate_reached.wait(GATE_WAIT_S) or tracer.late_env is None or tracer.main_exited.is_set():
+        drop(found)
+        return None
+    return found
+
+
+def take(ahead: Ahead, argv: list[str], run_env: dict[str, str],
+         launcher_for: Callable[[list[str]], list[str]]) -> tuple[Ahead, bytes] | None:
+    """``ahead`` and the argument file of a run of ``argv`` in ``run_env``, if the launcher that run would start
+    (``launcher_for``) is ``ahead``'s and it still waits; else it is ended (:func:`drop`) and None returned.
+    An ``OSError`` of ``launcher_for`` is raised with ``ahead`` ended. One run takes it at most: a second
+    call (another view of the same sandbox) finds it ended and returns None."""
+    with _lock:
+        if ahead.ended:
+            return None
+        ahead.ended = True
+    payload = launch.late_payload(argv, ahead.tracer.late_env or b"")
+    try:
+        fits = (payload is not None and run_env == ahead.env and not ahead.tracer.main_exited.is_set()
+                and launcher_for(launch.late_argv(ahead.fd)) == ahead.full)
+    except OSError:
+        _end(ahead)
+        raise
+    if not fits:
+        _end(ahead)
+        return None
+    ahead.used = True
+    return ahead, payload
+
+
+def drop(ahead: Ahead) -> None:
+    """End a launcher no run took: killed now, the rest off the caller's path; once (a later call, or one
+    for a launcher a run took, does nothing)."""
+    with _lock:
+        if ahead.ended:
+            return
+        ahead.ended = True
+    _end(ahead)
+
+
+def _end(ahead: Ahead) -> None:
+    discard_ready(ahead.tracer)
+    group, fd = ahead.group, ahead.fd
+
+    def finish() -> None:
+        os.close(fd)
+        cgroups.remove(group)
+    reaper.later(finish)

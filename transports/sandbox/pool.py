@@ -1,0 +1,175 @@
+"""Sandboxes built ahead: the private root, its tmpfs, its cgroups and its first launcher, ready before a
+record asks for them (:func:`take`), built on a thread of their own while the previous record runs.
+
+What is shared
+    Nothing a run can write. Each sandbox is built fresh, exactly as :meth:`Sandbox.create` builds one, and
+    used for one record, then closed as every sandbox is; only the fixture is written when it is taken (the
+    root is empty until then, and nothing of a command has run in it). Its launcher
+    (:mod:`transports.sandbox.ahead`) is the one its first run would start, started early; a run that would
+    start another (a transport's own binds or environment) ends it and starts its own.
+
+Lifecycle
+    A sandbox is built for a key (the process, the transport's name, the limits, the userland, the
+    isolation): :func:`take` hands out one built for that key, if there is one, and asks the builder thread
+    for the next, so a campaign's records find theirs ready. A transport whose runs never take the launcher
+    started ahead gets sandboxes without one from then on (it would only cost a start and a kill).
+
+Limits
+    At most ``DEPTH`` idle sandboxes per key and ``MAX_IDLE`` in all (the oldest is closed first); each holds
+    an empty tmpfs and, under bwrap, three waiting processes (bwrap's monitor and init, the gate). At exit,
+    and after a fork in the child, none is used: the idle ones are closed at exit (:mod:`atexit`), and what a
+    killed process leaves is swept by the next one, as for every sandbox (:mod:`transports.sandbox.leftovers`).
+    ``QB_NO_POOL=1`` turns the pool off: every record builds its sandbox and starts its launcher itself.
+
+Errors
+    A sandbox that cannot be built ahead is not built (the record builds its own and gets the error, if it
+    recurs); filling a taken sandbox with its fixture raises ``SandboxError``, as :meth:`Sandbox.create` does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from tasks.fixture import materialize
+from tasks.schema import Task
+
+from . import hostuid
+from .ahead import Ahead
+from .box import Sandbox
+from .execution import SandboxError
+from .isolation import isolation_available
+from .limits import Limits
+from .phases import mark
+from .userland import default_userland
+
+DEPTH = 1
+MAX_IDLE = 16
+EXIT_WAIT_S = 10.0
+
+_lock = threading.Lock()
+_idle: "OrderedDict[Hashable, list[Sandbox]]" = OrderedDict()
+_pending: dict[Hashable, int] = {}
+_no_ahead: set[str] = set()
+_jobs: "queue.Queue[tuple[Hashable, str, Limits]]" = queue.Queue()
+_thread: threading.Thread | None = None
+_pid = os.getpid()
+_closing = False
+
+
+def enabled() -> bool:
+    """Only under bwrap: without it the sandbox built ahead lies on the host's /tmp, owned by the uid a command
+    runs as while it is built, and the command could plant files in the next record's root."""
+    return os.environ.get("QB_NO_POOL") != "1" and isolation_available() == "bwrap"
+
+
+def _key(transport: str, limits: Limits) -> Hashable:
+    return (os.getpid(), transport, limits, default_userland(), isolation_available())
+
+
+def take(task: Task, limits: Limits | None, transport: str) -> Sandbox | None:
+    """A sandbox built ahead for ``transport`` and ``limits``, filled with ``task``'s fixture, or None (build one
+    now); either way the next one is asked for. Blocking: call it from a worker thread."""
+    if not enabled():
+        return None
+    lim = limits or Limits()
+    key = _key(transport, lim)
+    with _lock:
+        boxes = _idle.get(key)
+        box = boxes.pop(0) if boxes else None
+        if box is not None and not boxes:
+            del _idle[key]
+    _ask(key, transport, lim)
+    if box is None:
+        return None
+    try:
+        materialize(task.fixture, box.workdir)
+        if (uid := hostuid.sandbox_uid()) is not None:
+            hostuid.give(box.root, uid)
+    except OSError as e:
+        box.close()
+        raise SandboxError(f"cannot build the sandbox: {e}") from e
+    mark("create: a sandbox built ahead taken, its fixture, chown")
+    return box
+
+
+def idle(transport: str, limits: Limits | None = None) -> int:
+    """How many sandboxes built ahead wait for ``transport``'s records (with ``limits``) in this process."""
+    with _lock:
+        return len(_idle.get(_key(transport, limits or Limits()), ()))
+
+
+def ran(box: Sandbox, transport: str, waiting: Ahead | None) -> None:
+    """After a record's runs in ``box``, which held ``waiting`` before them: a transport whose run did not take
+    its launcher started ahead gets none from then on."""
+    if waiting is not None and box.runs and not waiting.used:
+        _no_ahead.add(transport)
+
+
+def _ask(key: Hashable, transport: str, limits: Limits) -> None:
+    global _thread, _pid, _jobs
+    with _lock:
+        if _pid != os.getpid():  # a forked child: its parent's sandboxes and jobs are not its own
+            _idle.clear()
+            _pending.clear()
+            _jobs = queue.Queue()
+            _thread = None
+        if len(_idle.get(key, ())) + _pending.get(key, 0) >= DEPTH:
+            return
+        _pending[key] = _pending.get(key, 0) + 1
+        if _thread is None or not _thread.is_alive():
+            _thread, _pid = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True), os.getpid()
+            _thread.start()
+        _jobs.put((key, transport, limits))
+
+
+def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits]]") -> None:
+    while True:
+        key, transport, limits = jobs.get()
+        box: Sandbox | None = None
+        try:
+            if not _closing:
+                box = Sandbox.create(None, limits, userland=key[3])  # type: ignore[index]
+                if transport not in _no_ahead:
+                    box.start_ahead()
+        except Exception:  # noqa: BLE001 - a sandbox not built ahead is built by its record
+            box = None
+        old: list[Sandbox] = []
+        with _lock:
+            _pending[key] = max(0, _pending.get(key, 1) - 1)
+            if box is not None and _closing:
+                old.append(box)
+            elif box is not None:
+                _idle.setdefault(key, []).append(box)
+                _idle.move_to_end(key)
+                while sum(len(v) for v in _idle.values()) > MAX_IDLE:
+                    first = next(iter(_idle))
+                    old.append(_idle[first].pop(0))
+                    if not _idle[first]:
+                        del _idle[first]
+        for b in old:
+            b.close(wait=not _closing)  # at exit the cleanup thread may be gone already
+
+
+def close_idle() -> None:
+    """Close every idle sandbox of this process (at exit), after the one being built, if any (for at most
+    ``EXIT_WAIT_S``); nothing is built after this."""
+    global _closing
+    with _lock:
+        _closing = True
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while _pid == os.getpid() and any(_pending.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with _lock:
+        boxes = [b for k, v in _idle.items() if k[0] == os.getpid() for b in v]  # type: ignore[index]
+        _idle.clear()
+    for b in boxes:
+        b.close()
+
+
+atexit.register(close_idle)
