@@ -76,7 +76,7 @@ def test_report_shellcheck_sets_shellcheck_beside_the_lint(tmp_path: Path, capsy
     assert nested["sc_recall"] == 0.5 and nested["recall"] == 1.0 and nested["sc_wrapper"] == 'bash -c "R"'
     assert rows["raw"]["sc_flagged"] == 0 and rows["raw"]["sc_wrapper"] == "R"
     code, out, _ = cli(capsys, monkeypatch, "report", str(results), "--shellcheck")
-    assert "ShellCheck recall" in out and "Lint predicted" in out
+    assert "ShellCheck on the same records" in out and "Lint predicted" in out and "50.0" in out
 
 
 def test_without_a_program_the_message_names_the_extra(monkeypatch) -> None:

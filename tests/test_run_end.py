@@ -22,7 +22,7 @@ from bounded import bounded
 from probes import STORM, run_each, traced
 
 from tasks.load import get_task
-from transports.sandbox import Limits, Sandbox, exectrace, reaper
+from transports.sandbox import Limits, Sandbox, exectrace, pool, reaper
 
 pytestmark = pytest.mark.anyio
 BWRAP = pytest.mark.needs("bwrap")
@@ -33,6 +33,13 @@ TASK = get_task("file-write/control")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_sandboxes() -> None:
+    """Sandboxes that earlier tests of this worker left built ahead hold waiting launchers (a tracer thread,
+    descriptors); they are the pool's, not a leak of the runs here, so they are closed first."""
+    pool.drain(30)
 
 
 def _tracers() -> list[threading.Thread]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -89,31 +90,37 @@ def _pct(x: float | None) -> Text:
     return Text("-", style="dim") if x is None else Text(f"{100 * x:.1f}")
 
 
-def render_lint(rows: list[dict[str, Any]]) -> Table:
+def render_lint(rows: list[dict[str, Any]]) -> Group:
+    """The lint's table, and ShellCheck's beside it in a table of its own so both stay legible at 80 columns."""
     t = Table(title=Text("Lint predicted: the measured damage the lint flags from the text alone", style="bold"),
               title_justify="left", header_style="bold", pad_edge=False,
               caption=Text("recall: damaged records flagged, %; false alarms: intact records flagged, %; unknown: "
                            "not decided without a run; missed: damaged records predicted intact", style="dim"),
               caption_justify="left")
-    sc = any("sc_wrapper" in row for row in rows)
     heads = ["transport", "records", "damaged", "recall %", "false alarms %", "unknown", "missed"]
-    if sc:
-        heads += ["ShellCheck wrapper", "ShellCheck recall %", "ShellCheck false alarms %"]
-        t.caption.append("; ShellCheck: flagged = a diagnostic code on the route's wrapper more often than on R "  # type: ignore[union-attr]
-                         "alone (docs/lint.md)", style="dim")
     for name in heads:
-        t.add_column(name, justify="left" if name in ("transport", "ShellCheck wrapper") else "right")
+        t.add_column(name, justify="left" if name == "transport" else "right")
     for row in rows:
         if row["error"] and not row["records"]:
             t.add_row(safe_text(row["transport"]), Text(f"(not linted: {row['error'][:80]})", style="dim"),
                       *[""] * (len(heads) - 2))
             continue
-        cells: list[Text | str] = [safe_text(row["transport"]), str(row["records"]), str(row["damaged"]),
-                                   _pct(row["recall"]), _pct(row["false_alarm_rate"]), str(row["unknown"]),
-                                   Text(str(row["missed"]), style="bold red" if row["missed"] else "")]
-        if sc:
-            wrapped = row.get("sc_wrapper")
-            cells += [safe_text(wrapped) if wrapped is not None else Text("(none)", style="dim"),
-                      _pct(row.get("sc_recall")), _pct(row.get("sc_false_alarm_rate"))]
-        t.add_row(*cells)
-    return t
+        t.add_row(safe_text(row["transport"]), str(row["records"]), str(row["damaged"]),
+                  _pct(row["recall"]), _pct(row["false_alarm_rate"]), str(row["unknown"]),
+                  Text(str(row["missed"]), style="bold red" if row["missed"] else ""))
+    if not any("sc_wrapper" in row for row in rows):
+        return Group(t)
+    sc = Table(title=Text("ShellCheck on the same records, for comparison", style="bold"), title_justify="left",
+               header_style="bold", pad_edge=False, caption_justify="left",
+               caption=Text("flagged = a diagnostic code on the route's wrapper more often than on R alone "
+                            "(docs/lint.md)", style="dim"))
+    for name in ("transport", "wrapper ShellCheck reads", "recall %", "false alarms %"):
+        sc.add_column(name, justify="right" if name.endswith("%") else "left")
+    for row in rows:
+        if row["error"] and not row["records"]:
+            continue
+        wrapped = row.get("sc_wrapper")
+        sc.add_row(safe_text(row["transport"]),
+                   safe_text(wrapped) if wrapped is not None else Text("(none)", style="dim"),
+                   _pct(row.get("sc_recall")), _pct(row.get("sc_false_alarm_rate")))
+    return Group(t, Text(""), sc)

@@ -156,13 +156,10 @@ def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits]]") -> None:
             b.close(wait=not _closing)  # at exit the cleanup thread may be gone already
 
 
-def close_idle() -> None:
-    """Close every idle sandbox of this process (at exit), after the one being built, if any (for at most
-    ``EXIT_WAIT_S``); nothing is built after this."""
-    global _closing
-    with _lock:
-        _closing = True
-    deadline = time.monotonic() + EXIT_WAIT_S
+def drain(timeout_s: float = EXIT_WAIT_S) -> None:
+    """Close every idle sandbox of this process, after the ones being built (for at most ``timeout_s``), so
+    that what is left running is only what records hold; the pool builds again at the next :func:`take`."""
+    deadline = time.monotonic() + timeout_s
     while _pid == os.getpid() and any(_pending.values()) and time.monotonic() < deadline:
         time.sleep(0.01)
     with _lock:
@@ -170,6 +167,14 @@ def close_idle() -> None:
         _idle.clear()
     for b in boxes:
         b.close()
+
+
+def close_idle() -> None:
+    """At exit: nothing is built from now on, and what is idle is closed (:func:`drain`)."""
+    global _closing
+    with _lock:
+        _closing = True
+    drain()
 
 
 atexit.register(close_idle)
