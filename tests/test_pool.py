@@ -139,3 +139,40 @@ def test_a_process_that_exits_leaves_no_sandbox_built_ahead() -> None:
             except OSError:
                 pass
     assert procs == []
+
+
+def _wait_idle(transport: str) -> None:
+    for _ in range(200):
+        if pool.idle(transport):
+            return
+        time.sleep(0.05)
+
+
+def _next_has_launcher(transport: str) -> bool:
+    """Whether the sandbox the pool builds next for ``transport`` comes with a launcher started ahead."""
+    _wait_idle(transport)
+    box = pool.take(get_task(TASK), None, transport)
+    assert box is not None
+    with box:
+        return box.ahead is not None
+
+
+def _pooled_record(transport: str, command: str):
+    """A record of ``command`` in a sandbox the pool built ahead (with its launcher, if the transport has one)."""
+    task = get_task(TASK)
+    anyio.run(lambda: execute(task, transport, "true"))  # asks the pool for the next one
+    _wait_idle(transport)
+    return anyio.run(lambda: execute(task, transport, command))
+
+
+@BWRAP
+def test_only_a_transport_that_wants_its_own_launcher_loses_the_launchers_started_ahead() -> None:
+    """A record that passes its launcher by for its own reasons (an argument file too long) leaves its transport's
+    next sandboxes with one; a transport whose runs want other binds (tempscript's host-written file) gets none."""
+    assert _pooled_record("raw", "echo " + "x" * 70_000 + " | wc -c").stdout.text == "70001\n"
+    _next_has_launcher("raw")  # built while that record ran
+    assert _next_has_launcher("raw")
+    assert _pooled_record("tempscript", "echo 'hello world' > out.txt").verdict.passed
+    _next_has_launcher("tempscript")  # built while that record ran, before its launcher was passed by
+    assert not _next_has_launcher("tempscript")
+    assert _next_has_launcher("raw")

@@ -48,6 +48,7 @@ class Ahead:
     env: dict[str, str]
     fd: int
     used: bool = False
+    mismatched: bool = False  # the run wanted another launcher (binds, network, environment): the transport's
     ended: bool = False  # taken or dropped: a view of the sandbox (copy.copy) may hold it too, and finds it gone
 
 
@@ -85,12 +86,11 @@ def take(ahead: Ahead, argv: list[str], run_env: dict[str, str],
         ahead.ended = True
     payload = launch.late_payload(argv, ahead.tracer.late_env or b"")
     try:
-        fits = (payload is not None and run_env == ahead.env and not ahead.tracer.main_exited.is_set()
-                and launcher_for(launch.late_argv(ahead.fd)) == ahead.full)
+        ahead.mismatched = run_env != ahead.env or launcher_for(launch.late_argv(ahead.fd)) != ahead.full
     except OSError:
         _end(ahead)
         raise
-    if not fits:
+    if ahead.mismatched or payload is None or ahead.tracer.main_exited.is_set():
         _end(ahead)
         return None
     ahead.used = True

@@ -105,9 +105,10 @@ def idle(transport: str, limits: Limits | None = None) -> int:
 
 
 def ran(box: Sandbox, transport: str, waiting: Ahead | None) -> None:
-    """After a record's runs in ``box``, which held ``waiting`` before them: a transport whose run did not take
-    its launcher started ahead gets none from then on."""
-    if waiting is not None and box.runs and not waiting.used:
+    """After a record's runs in ``box``, which held ``waiting`` before them: a transport whose run wanted
+    another launcher (its own binds, network or environment) gets none started ahead from then on. A run
+    that passed it by for its own reasons (a streamed stdin, an argument file too long) changes nothing."""
+    if waiting is not None and box.runs and waiting.mismatched:
         _no_ahead.add(transport)
 
 
