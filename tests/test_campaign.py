@@ -174,6 +174,13 @@ def test_bad_run_input_is_one_line(args: list[str], expect: str) -> None:
     assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+def test_a_bad_provider_is_named_before_the_isolation_refusal() -> None:
+    """The input's own error comes first: a typo is not answered with advice about the sandbox."""
+    r = subprocess.run([*QB, "run", "--model", "martian:x", "--out", "/tmp/x"], capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL, env={**os.environ, "QB_NO_BWRAP": "1"})
+    assert r.returncode == 2 and "unknown provider 'martian'" in r.stderr and "isolation" not in r.stderr
+
+
 def test_native_contract_against_a_running_http_server(tmp_path: Path) -> None:
     import re
 

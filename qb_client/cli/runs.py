@@ -252,12 +252,6 @@ def run_cmd(
                     allow_no_isolation=allow_no_isolation, timeout=timeout, as_json=as_json)
     allow_suite_mismatch(allow_mismatch)
 
-    from transports.sandbox import isolation_refusal
-
-    live = model.split(":", 1)[0] not in ("reference", "habits", "replay")
-    if live and not allow_no_isolation and (why := isolation_refusal("run with a live model")):
-        fail(why)
-
     from transports.results.store import read_jsonl
 
     from ..campaign.oneshot import Campaign, check_resume_files
@@ -285,6 +279,11 @@ def run_cmd(
         check_turns(model.split(":", 1)[0].strip(), turns)
     except ValueError as e:
         fail(str(e))
+    from transports.sandbox import isolation_refusal
+
+    live = model.split(":", 1)[0] not in ("reference", "habits", "replay")  # after the input's own checks
+    if live and not allow_no_isolation and (why := isolation_refusal("run with a live model")):
+        fail(why)
     variant = variant_for(kind if "native" in contract_names else None, turns)
     for p in providers:
         p.config = p.config.model_copy(update={"variant": variant})

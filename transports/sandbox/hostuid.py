@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,8 @@ DROP_UID = 65534
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 User = Literal["dropped", "caller", "root"]
 READ_ONLY_KERNEL = ("/proc/sys", "/proc/sysrq-trigger")
+TRIES = 3
+"""How often the drop is tried before root is kept: one failure would decide for the whole process."""
 
 _state: list[tuple[User, str | None]] = []
 
@@ -96,15 +99,17 @@ def _try(bwrap: str | None) -> str | None:
         argv += [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL",  # see isolation.starts
                  "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--"]
     argv += ["/bin/sh", "-c", f'test "$(id -u)" = {DROP_UID} && test "$(id -g)" = {DROP_UID}']
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"cannot drop root: {e}"
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = lines[-1] if lines else f"exit {done.returncode}"
-        return f"cannot drop root before bwrap ({why}): unprivileged user namespaces may be disabled"
-    return None
+    for attempt in range(TRIES):  # a failure decides that every command of this process runs as root
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"cannot drop root: {e}"
+        if done.returncode == 0:
+            return None
+        time.sleep(0.1 * (attempt + 1))
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    why = lines[-1] if lines else f"exit {done.returncode}"
+    return f"cannot drop root before bwrap ({why}): unprivileged user namespaces may be disabled"
 
 
 def configure(bwrap: str | None) -> None:
