@@ -124,7 +124,9 @@ def test_bench_reports_ratios_to_bare_bash() -> None:
     # every reference solution (raw and disclosed) on raw: the 56 raw ones pass by `tasks check`; 23 of the
     # disclosed ones (those with nothing to escape, or whose escapes survive unquoted) pass too
     assert doc["full_replay"]["executions"] == 2 * n_tasks == 112
-    assert doc["full_replay"]["passed"] == n_tasks + 23
+    failed = doc["full_replay"]["failed"]
+    assert doc["full_replay"]["passed"] == n_tasks + 23, failed
+    assert {f["solution"] for f in failed} == {"solution_disclosed"} and len(failed) == n_tasks - 23
 
 
 def test_replay_records_unrepresentable_replies_as_transport_errors(tmp_path: Path) -> None:

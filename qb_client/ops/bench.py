@@ -60,24 +60,27 @@ async def per_transport(n: int, transports: list[str], record: bool = True) -> d
 
 
 async def full_replay(transports: list[str], concurrency: int) -> dict[str, Any]:
-    """Every reference solution (solution and solution_disclosed) on every transport."""
+    """Every reference solution (solution and solution_disclosed) on every transport; ``failed`` names the
+    ones that did not pass and why (a disclosed solution on raw fails by design; an error never does)."""
     tasks = list(suite())
-    pairs = [(t, cmd, tr) for t in tasks for cmd in (t.solution, t.solution_disclosed) for tr in transports]
+    pairs = [(t, which, tr) for t in tasks for which in ("solution", "solution_disclosed") for tr in transports]
     limiter = anyio.CapacityLimiter(concurrency)
-    passed = 0
+    failed: list[dict[str, str]] = []
 
-    async def one(task, cmd, tr) -> None:
-        nonlocal passed
+    async def one(task, which, tr) -> None:
         async with limiter:
-            rec = await execute(task, tr, cmd)
-        passed += rec.verdict.passed
+            rec = await execute(task, tr, getattr(task, which))
+        if not rec.verdict.passed:
+            why = rec.error or next((c.detail for c in rec.verdict.checks if not c.ok), "")
+            failed.append({"task": task.id, "solution": which, "transport": tr, "why": why[:200]})
 
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for p in pairs:
             tg.start_soon(one, *p)
-    return {"executions": len(pairs), "seconds": round(time.perf_counter() - start, 3), "passed": passed,
-            "concurrency": concurrency}
+    failed.sort(key=lambda f: (f["task"], f["solution"], f["transport"]))
+    return {"executions": len(pairs), "seconds": round(time.perf_counter() - start, 3),
+            "passed": len(pairs) - len(failed), "concurrency": concurrency, "failed": failed}
 
 
 PATH_GOAL = 3.0

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .ownexit import at_exit
+from .systemdirs import probe_argv
 
 DROP_UID = 65534
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -89,15 +90,14 @@ def _name_of(by_id: Callable[[int], Any], by_name: Callable[[str], Any], id_fiel
     return str(DROP_UID)
 
 
-def _try(bwrap: str | None) -> str | None:
+def drop_problem(bwrap: str | None) -> str | None:
     """Why dropping root before ``bwrap`` (or before a plain program, without bwrap) fails here, or None."""
     tool = setpriv()
     if tool is None:
         return "setpriv (util-linux) is not installed, so root cannot be dropped"
     argv = _setpriv_argv()
     if bwrap is not None:
-        argv += [bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL",  # see isolation.starts
-                 "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--"]
+        argv += probe_argv(bwrap)
     argv += ["/bin/sh", "-c", f'test "$(id -u)" = {DROP_UID} && test "$(id -g)" = {DROP_UID}']
     for attempt in range(TRIES):  # a failure decides that every command of this process runs as root
         try:
@@ -121,7 +121,7 @@ def configure(bwrap: str | None) -> None:
     elif os.environ.get("QB_NO_UID_DROP"):
         _state.append(("root", "QB_NO_UID_DROP is set"))
     else:
-        why = _try(bwrap)
+        why = drop_problem(bwrap)
         _state.append(("root", why) if why else ("dropped", None))
 
 

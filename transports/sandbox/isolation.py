@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Literal
 
 from . import hostuid
+from .systemdirs import probe_argv
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 Isolation = Literal["bwrap", "none"]
@@ -46,11 +46,8 @@ def starts(bwrap: str) -> str | None:
     """Why ``bwrap`` cannot make a sandbox here (user namespaces forbidden, a seccomp profile...), or None.
     Checked once per process, with the namespaces every run unshares."""
     try:
-        # --as-pid-1: the probe's program is the namespace's init, so no init of bwrap's is left behind for a
-        # harness that is a child subreaper (a container's pid 1) to collect as a zombie
-        done = subprocess.run([bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL",
-                               "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        done = subprocess.run([*probe_argv(bwrap), "/bin/true"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=15)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{bwrap} cannot start: {e}"
     if done.returncode != 0:
@@ -143,28 +140,6 @@ def masks() -> list[str]:
     for d in _MASKED_DIRS:
         if os.path.isdir(d):
             args += ["--tmpfs", d]
-    return args
-
-
-def system_binds() -> list[str]:
-    """Read-only binds of the system directories; merged-/usr symlinks stay symlinks. The host's layout, read
-    once per process (eight lstats and readlinks were a third of building every run's launcher)."""
-    if not _system:
-        _system.append(_read_system_binds())
-    return list(_system[0])
-
-
-_system: list[list[str]] = []
-
-
-def _read_system_binds() -> list[str]:
-    args: list[str] = []
-    for top in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        p = Path("/") / top
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), str(p)]
-        elif p.is_dir():
-            args += ["--ro-bind", str(p), str(p)]
     return args
 
 

@@ -26,8 +26,9 @@ import shutil
 from pathlib import Path
 
 from . import cgroups, exectrace, hostuid
-from .isolation import SYSTEM_PATH, bwrap_program, masks, system_binds
+from .isolation import SYSTEM_PATH, bwrap_program, masks
 from .limits import Limits
+from .systemdirs import system_binds
 
 INSIDE_ROOT = "/sandbox"  # where the private root appears under bwrap: fixed, so $HOME and $PWD are reproducible
 FILES_INSIDE = "/run/qb-files"  # where Sandbox.write_file's files appear under bwrap (read-only)

@@ -57,7 +57,8 @@ import sys
 import threading
 from pathlib import Path
 
-from ..sandbox.isolation import bwrap_program, masks, system_binds
+from ..sandbox.isolation import bwrap_program, masks
+from ..sandbox.systemdirs import system_binds
 
 POLICY = """#!/bin/sh
 # quotebench: the ssh master's multiplexing policy (ControlMaster=ask; see transports/ssh/master.py).
