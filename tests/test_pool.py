@@ -176,3 +176,34 @@ def test_only_a_transport_that_wants_its_own_launcher_loses_the_launchers_starte
     _next_has_launcher("tempscript")  # built while that record ran, before its launcher was passed by
     assert not _next_has_launcher("tempscript")
     assert _next_has_launcher("raw")
+
+
+@BWRAP
+def test_drain_waits_for_the_builds_asked_before_it_not_for_a_campaign_still_taking() -> None:
+    """Records of three transports keep taking (each take asks for the next build) while drain() runs: it
+    waits for what was asked before it and returns, rather than for a moment when nothing is pending."""
+    import threading
+
+    stop, task = threading.Event(), get_task(TASK)
+
+    def taker(transport: str) -> None:
+        while not stop.is_set():
+            box = pool.take(task, None, transport)
+            if box is not None:
+                box.close()
+            time.sleep(0.003)
+
+    threads = [threading.Thread(target=taker, args=(t,)) for t in ("raw", "nested", "json-naive")]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.3)
+        began = time.monotonic()
+        pool.drain(60)
+        took = time.monotonic() - began
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    pool.drain(60)
+    assert took < 30, f"drain waited {took:.1f} s: for builds asked after it began"

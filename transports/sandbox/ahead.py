@@ -48,22 +48,25 @@ class Ahead:
     env: dict[str, str]
     fd: int
     used: bool = False
-    mismatched: bool = False  # the run wanted another launcher (binds, network, environment): the transport's
+    mismatched: bool = False  # the run wanted another launcher (binds, network, environment), as its
+    # transport's runs will again: the pool then starts none ahead for it (a long argument is one run's own)
     ended: bool = False  # taken or dropped: a view of the sandbox (copy.copy) may hold it too, and finds it gone
 
 
 def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, str], workdir: Path,
           launcher: Callable[..., tuple[list[str], int]]) -> Ahead | None:
     """Start the launcher (``launcher``: the sandbox's own argv builder); None when it cannot start."""
-    group = cgroups.child(sandbox_group, limits.memory)
-    fd = os.memfd_create("qb-run", os.MFD_CLOEXEC)
+    group, fd = None, -1
     try:
+        group = cgroups.child(sandbox_group, limits.memory)
+        fd = os.memfd_create("qb-run", os.MFD_CLOEXEC)
         full, _ = launcher(launch.late_argv(fd), group=group, env=env)
         tracer = exectrace.Tracer(full, env=env, cwd=str(workdir), stdin=True, watch=launch.shell_identities(),
                                   launcher_execs=launch.LATE_EXECS, inner=True, late_fd=fd)
         tracer.start()
     except (OSError, exectrace.TraceError):
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         cgroups.remove(group)
         return None
     found = Ahead(tracer, group, full, env, fd)

@@ -99,17 +99,21 @@ def drop_problem(bwrap: str | None) -> str | None:
     if bwrap is not None:
         argv += probe_argv(bwrap)
     argv += ["/bin/sh", "-c", f'test "$(id -u)" = {DROP_UID} && test "$(id -g)" = {DROP_UID}']
+    why = ""
     for attempt in range(TRIES):  # a failure decides that every command of this process runs as root
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        try:  # the system's PATH, as every run has: the harness's own may lack /usr/bin
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=15,
+                                  env={"PATH": SYSTEM_PATH, "LC_ALL": "C"})
         except (OSError, subprocess.TimeoutExpired) as e:
-            return f"cannot drop root: {e}"
-        if done.returncode == 0:
-            return None
+            why = f"cannot drop root: {e}"
+        else:
+            if done.returncode == 0:
+                return None
+            lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = (f"cannot drop root before bwrap ({lines[-1] if lines else f'exit {done.returncode}'}): "
+                   "unprivileged user namespaces may be disabled")
         time.sleep(0.1 * (attempt + 1))
-    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    why = lines[-1] if lines else f"exit {done.returncode}"
-    return f"cannot drop root before bwrap ({why}): unprivileged user namespaces may be disabled"
+    return why
 
 
 def configure(bwrap: str | None) -> None:

@@ -13,9 +13,9 @@ import threading
 from typing import Literal
 
 from . import hostuid
+from .hostuid import SYSTEM_PATH
 from .systemdirs import probe_argv
 
-SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 Isolation = Literal["bwrap", "none"]
 
 _warned = False

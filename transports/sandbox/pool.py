@@ -11,8 +11,9 @@ What is shared
 Lifecycle
     A sandbox is built for a key (the process, the transport's name, the limits, the userland, the
     isolation): :func:`take` hands out one built for that key, if there is one, and asks the builder thread
-    for the next, so a campaign's records find theirs ready. A transport whose runs never take the launcher
-    started ahead gets sandboxes without one from then on (it would only cost a start and a kill).
+    for the next, so a campaign's records find theirs ready. A transport whose runs want another launcher
+    than the one started ahead (their own binds, network or environment) gets sandboxes without one from then
+    on (it would only cost a start and a kill).
 
 Limits
     At most ``DEPTH`` idle sandboxes per key and ``MAX_IDLE`` in all (the oldest is closed first); each holds
@@ -56,7 +57,9 @@ _lock = threading.Lock()
 _idle: "OrderedDict[Hashable, list[Sandbox]]" = OrderedDict()
 _pending: dict[Hashable, int] = {}
 _no_ahead: set[str] = set()
-_jobs: "queue.Queue[tuple[Hashable, str, Limits]]" = queue.Queue()
+_jobs: "queue.Queue[tuple[Hashable, str, Limits, int]]" = queue.Queue()
+_asked = 0  # builds asked for, in order; the builder finishes them in that order
+_built = 0  # the last of them finished (built, or given up)
 _thread: threading.Thread | None = None
 _pid = os.getpid()
 _closing = False
@@ -113,25 +116,28 @@ def ran(box: Sandbox, transport: str, waiting: Ahead | None) -> None:
 
 
 def _ask(key: Hashable, transport: str, limits: Limits) -> None:
-    global _thread, _pid, _jobs
+    global _thread, _pid, _jobs, _asked, _built
     with _lock:
         if _pid != os.getpid():  # a forked child: its parent's sandboxes and jobs are not its own
             _idle.clear()
             _pending.clear()
             _jobs = queue.Queue()
             _thread = None
+            _asked = _built = 0
         if len(_idle.get(key, ())) + _pending.get(key, 0) >= DEPTH:
             return
         _pending[key] = _pending.get(key, 0) + 1
         if _thread is None or not _thread.is_alive():
             _thread, _pid = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True), os.getpid()
             _thread.start()
-        _jobs.put((key, transport, limits))
+        _asked += 1
+        _jobs.put((key, transport, limits, _asked))
 
 
-def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits]]") -> None:
+def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits, int]]") -> None:
+    global _built
     while True:
-        key, transport, limits = jobs.get()
+        key, transport, limits, number = jobs.get()
         box: Sandbox | None = None
         try:
             if not _closing:
@@ -139,9 +145,12 @@ def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits]]") -> None:
                 if transport not in _no_ahead:
                     box.start_ahead()
         except Exception:  # noqa: BLE001 - a sandbox not built ahead is built by its record
+            if box is not None:
+                box.close()
             box = None
         old: list[Sandbox] = []
         with _lock:
+            _built = number
             _pending[key] = max(0, _pending.get(key, 1) - 1)
             if box is not None and _closing:
                 old.append(box)
@@ -161,7 +170,9 @@ def drain(timeout_s: float = EXIT_WAIT_S) -> None:
     """Close every idle sandbox of this process, after the ones being built (for at most ``timeout_s``), so
     that what is left running is only what records hold; the pool builds again at the next :func:`take`."""
     deadline = time.monotonic() + timeout_s
-    while _pid == os.getpid() and any(_pending.values()) and time.monotonic() < deadline:
+    with _lock:
+        last = _asked  # builds asked for later (a campaign still taking) are not waited for
+    while _pid == os.getpid() and _built < last and time.monotonic() < deadline:
         time.sleep(0.01)
     with _lock:
         boxes = [b for k, v in _idle.items() if k[0] == os.getpid() for b in v]  # type: ignore[index]
