@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
-ENV = {**os.environ, "QB_NO_BWRAP": "1"}
+# a key the refusal comes before: the input's own errors (a missing key among them) are reported first
+ENV = {**os.environ, "QB_NO_BWRAP": "1", "ANTHROPIC_API_KEY": "sk-never-sent"}
 
 
 def qb(*args: str, env: dict[str, str] = ENV, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -62,7 +63,7 @@ def test_a_bwrap_that_cannot_make_a_sandbox_is_named_not_used() -> None:
 
 # -- where root cannot be dropped: QB_NO_UID_DROP=1 stands in for a machine without user namespaces
 
-ROOT_ENV = {k: v for k, v in os.environ.items() if k != "QB_NO_BWRAP"} | {"QB_NO_UID_DROP": "1"}
+ROOT_ENV = {k: v for k, v in os.environ.items() if k != "QB_NO_BWRAP"} | {"QB_NO_UID_DROP": "1", "ANTHROPIC_API_KEY": "sk-never-sent"}
 
 
 @pytest.mark.needs("root")

@@ -276,12 +276,18 @@ def test_untraced_double_fork_and_nested_pid_namespace_die_with_the_run() -> Non
 
 
 HARNESS_KILLED = textwrap.dedent("""
-    import anyio, os, signal, threading
+    import anyio, os, signal, threading, time
     from transports.sandbox import Limits, Sandbox
     async def go():
         box = Sandbox.create(None, Limits(timeout_s=20))
         print(box.workdir, flush=True)
-        threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        def kill_once_both_write():  # the command's processes are running: then the harness dies
+            for _ in range(400):
+                if all((box.workdir / n).exists() for n in "uv"):
+                    break
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Thread(target=kill_once_both_write, daemon=True).start()
         await box.run(["bash", "-c", CMD])
     anyio.run(go)
     """)

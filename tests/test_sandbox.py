@@ -295,7 +295,7 @@ def test_leftover_groups_of_dead_processes_are_swept_quickly(tmp_path: Path) -> 
 def test_each_caller_gets_its_own_copy_of_the_host_layout_binds() -> None:
     """system_binds() is read once per process; each caller gets its own copy, so a launcher that
     extends its list does not change the next one's."""
-    from transports.sandbox.isolation import system_binds
+    from transports.sandbox.systemdirs import system_binds
 
     first = system_binds()
     first += ["--bind", "/", "/"]
