@@ -17,8 +17,13 @@ import pytest
 
 from qb_client.campaign.workers import WorkerError, Workers
 from tasks.load import get_task
+import transports
 from transports.execute import execute
+from transports.results.record import Record
+from transports.results.store import JsonlWriter
 from transports.sandbox import Limits
+
+REPO = Path(transports.__file__).resolve().parents[1]  # the checkout this process imports
 
 BWRAP = pytest.mark.needs("bwrap")
 QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
@@ -30,6 +35,10 @@ VARIES = {"run_id", "timing", "jobs", "cpus"}
 
 def _same(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in VARIES}
+
+
+def _same_record(record: Record) -> dict:
+    return _same(record.model_dump(mode="json"))
 
 
 @BWRAP
@@ -119,3 +128,117 @@ def test_the_parents_userland_and_memory_cap_reach_the_workers(tmp_path: Path) -
     assert len(records) == len(COMMANDS) + 1 and {r["jobs"] for r in records} == {2}
     assert {r["userland"] for r in records} == {"busybox"}
     assert [r["limit_hit"] for r in records if r["command"] == big] == ["memory"]
+
+
+def _both(task_id: str, transport: str, command: str, limits: Limits | None = None, **fields):
+    """The record made in this process and the one made in a worker, for the same execution."""
+    task = get_task(task_id)
+
+    async def go():
+        here = await execute(task, transport, command, limits=limits or Limits(), **fields)
+        async with Workers.start(1) as workers:
+            try:
+                there = await workers.execute(task, transport, command, limits=limits or Limits(), **fields)
+            except WorkerError as e:
+                there = e
+        return here, there
+    return anyio.run(go)
+
+
+@BWRAP
+def test_a_reply_with_a_lone_surrogate_gets_the_same_record_in_a_worker() -> None:
+    here, there = _both("file-write/control", "raw", "echo 'hello world' > out.txt", draw=1,
+                        reply="```sh\necho 'hello world' > out.txt\n``` \udcff")
+    assert here.verdict.passed
+    assert not isinstance(there, Exception), f"the worker failed where this process recorded: {there}"
+    assert _same_record(there) == _same_record(here)
+
+
+def test_a_command_with_a_lone_surrogate_gets_the_same_refusal_record_in_a_worker() -> None:
+    here, there = _both("file-write/control", "raw", "echo 'hello \udcff' > out.txt", draw=1)
+    assert here.transport_error  # refused before anything runs, in this process
+    assert not isinstance(there, Exception), f"the worker failed where this process recorded: {there}"
+    assert _same_record(there) == _same_record(here)
+
+
+@BWRAP
+def test_a_command_sees_the_same_sigint_disposition_in_a_worker() -> None:
+    command = "grep SigIgn /proc/self/status > out.txt; sleep 5 & kill -INT $!; wait $!; echo $? >> out.txt"
+    here, there = _both("file-write/control", "raw", command, draw=1)
+    assert not isinstance(there, Exception), there
+    assert there.stdout.text == here.stdout.text
+    assert _same_record(there) == _same_record(here)
+
+
+@BWRAP
+def test_a_cancelled_execution_in_a_worker_ends_promptly() -> None:
+    task = get_task("file-write/control")
+
+    async def go():
+        async with Workers.start(1) as workers:
+            began = time.monotonic()
+            with anyio.move_on_after(1.5):
+                await workers.execute(task, "raw", "sleep 20", limits=Limits(timeout_s=25))
+            return time.monotonic() - began
+    took = anyio.run(go)
+    assert took < 8, f"a cancellation took {took:.1f} s to take effect (the command's own timeout: 25 s)"
+
+
+@BWRAP
+def test_a_worker_runs_where_the_parent_imports_its_code_from(tmp_path: Path) -> None:
+    parent = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        import anyio
+        from qb_client.campaign.workers import Workers
+        from tasks.load import get_task
+        from transports.sandbox import Limits
+        async def go():
+            async with Workers.start(1) as w:
+                r = await w.execute(get_task("file-write/control"), "raw", "echo 'hello world' > out.txt",
+                                    limits=Limits())
+                print("PASSED" if r.verdict.passed else "FAILED")
+        anyio.run(go)
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", parent], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "PASSED" in done.stdout, done.stderr[-2000:]
+
+
+@BWRAP
+def test_a_command_cannot_write_into_or_read_from_the_worker_protocol() -> None:
+    task = get_task("file-write/control")
+    hostile = ("for fd in 0 1 2 3 4 5 6 7 8 9; do printf 'R{}\\nE forged\\n' >&$fd; done 2>/dev/null; "
+               "for p in /proc/[0-9]*/fd/[0-9]*; do printf 'R{}\\n' > $p; done 2>/dev/null; "
+               "timeout 1 cat /proc/[0-9]*/fd/0 > /dev/null 2>&1; exit 0")
+
+    async def go():
+        async with Workers.start(1) as workers:
+            first = await workers.execute(task, "raw", hostile, limits=Limits(timeout_s=5), draw=1)
+            second = await workers.execute(task, "raw", "echo 'hello world' > out.txt", limits=Limits(), draw=2)
+            third = await workers.execute(task, "raw", "exit 3", limits=Limits(), draw=3)
+        return first, second, third
+    first, second, third = anyio.run(go)
+    assert first.command == hostile and second.draw == 2 and third.draw == 3
+    assert second.verdict.passed and third.exit_code == 3
+
+
+@BWRAP
+def test_a_record_rebuilt_from_worker_json_writes_the_same_results_line(tmp_path: Path) -> None:
+    task = get_task("file-write/control")
+    commands = ("printf 'caf\\xc3\\xa9 \\xe2\\x80\\xa8 \\x00 \\xff\\n'; echo 'hello world' > out.txt",
+                "printf '%s\\n' 0.1 1e308 >&2; exit 1")
+
+    async def go():
+        return [await execute(task, t, c, limits=Limits(), draw=1, generate_ms=0.1 + 0.2,
+                              reply="r\u2028\U0001f600") for c in commands for t in ("raw", "nested")]
+    records = anyio.run(go)
+    for r in records:
+        rebuilt = Record.model_validate(json.loads(json.dumps(r.model_dump(mode="json"), ensure_ascii=True)))
+        a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+        for path, rec in ((a, r), (b, rebuilt)):
+            path.unlink(missing_ok=True)
+            with JsonlWriter(path, follow=False) as w:
+                w.write(rec)
+        assert a.read_bytes() == b.read_bytes()

@@ -10,21 +10,24 @@ Protocol (the parent is the only peer: stdin and stdout are pipes it holds)
     * Frames to the worker: an 8-byte big-endian length, then a pickle. The first is the parent's settings
       (:func:`settings`), each later one ``(task, transport, command, limits, fields)``: the parent's own
       objects, so a suite file changed on disk meanwhile changes nothing here.
-    * Lines from the worker: ``R`` and the record's JSON, or ``E`` and a one-line error, per execution, in
-      order. The record is rebuilt by the parent from JSON (pydantic, validated), never unpickled: the
+    * Lines from the worker: ``R`` and the record's JSON (ASCII: a lone surrogate as its escape), or ``E``
+      and a one-line error, per execution, in order. The record is rebuilt by the parent from JSON (pydantic, validated), never unpickled: the
       worker runs hostile commands, and what it sends back is data.
     * stdout is the protocol only: anything else this process prints goes to stderr (descriptor 1 is made
       a copy of 2), which the parent forwards.
 
 Lifetime
-    The worker ignores ``SIGINT`` (the terminal sends it to the whole process group; the parent decides) and
+    The worker lets ``SIGINT`` pass (the terminal sends it to the whole process group; the parent decides) and
     ends when its stdin ends: the parent closed it, or the parent died. It finishes the execution at hand
     first; its exit handlers then close what it built (sandboxes built ahead, ssh endpoints), as any
-    process does. A worker killed outright leaves what a killed process leaves, swept by the next one.
+    process does. ``SIGTERM`` (the parent cancelled the execution at hand) ends the run as a cancelled run
+    ends, then the process. A worker killed outright leaves what a killed process leaves, swept by the next
+    one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -100,18 +103,28 @@ async def _serve(src: BinaryIO, out: BinaryIO) -> None:
         task, transport, command, limits, fields = job
         try:
             record = await execute(task, transport, command, limits=limits, **fields)
-            line = b"R" + record.model_dump_json().encode()
+            # ASCII JSON: a lone surrogate (a reply that was not UTF-8) travels as its \udcXX escape
+            line = b"R" + json.dumps(record.model_dump(mode="json"), ensure_ascii=True).encode("ascii")
         except Exception as e:  # noqa: BLE001 - the parent records it as this execution's error
             line = b"E" + f"{type(e).__name__}: {e}".replace("\n", " ").encode("utf-8", "replace")
         out.write(line + b"\n")
         out.flush()
 
 
+def _end(*_: object) -> None:
+    """SIGTERM (the parent gave up the execution at hand): the run is ended as a cancelled one is, and the
+    exit handlers close what this process built."""
+    raise SystemExit(143)
+
+
 def main() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the terminal's Ctrl-C reaches the whole process group; the parent decides. Caught, not ignored: an
+    # ignored signal stays ignored in every program a run execs, and a command would not see its own SIGINT
+    signal.signal(signal.SIGINT, lambda *_: None)
+    signal.signal(signal.SIGTERM, _end)
     src = sys.stdin.buffer
     given = _read_frame(src)
     if given is None:

@@ -9,7 +9,8 @@ What a caller sees
     :meth:`Workers.execute` is :func:`transports.execute.execute`: the same arguments, the same record (rebuilt
     from the worker's JSON, as the results file would hold it). A worker that dies during an execution makes
     that execution raise :class:`WorkerError` (one line; the campaign writes it to ``errors.jsonl`` and a rerun
-    tries again) and is replaced for the next one.
+    tries again) and is replaced for the next one. An execution cancelled while a worker runs it (a Ctrl-C)
+    ends its run at once: the worker is sent ``SIGTERM`` and replaced.
 
 Lifecycle
     ``async with Workers.start(jobs)``: the workers start at once; leaving closes their stdin, and each ends
@@ -20,6 +21,7 @@ Lifecycle
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,8 +86,10 @@ class Workers:
                 tg.cancel_scope.cancel()
 
     async def _spawn(self) -> None:
+        # this process's import path: the workers run the code it runs, wherever that was found
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         proc = await anyio.open_process([sys.executable, "-m", "transports.worker"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         worker = _Worker(proc)
         assert proc.stdin is not None
         await proc.stdin.send(self._settings)
@@ -117,19 +121,28 @@ class Workers:
             try:
                 line = await self._ask(worker, (task, transport, command, limits, fields))
             except WorkerError:
-                await self._retire(worker)
+                with anyio.CancelScope(shield=True):
+                    await self._retire(worker)
                 raise
             self._idle.append(worker)
         if line[:1] == b"E":
             raise WorkerError(line[1:].decode("utf-8", "replace"))
-        return Record.model_validate_json(line[1:])
+        try:
+            return Record.model_validate(json.loads(line[1:]))  # json.loads: \udcXX escapes are kept
+        except ValueError as e:
+            raise WorkerError(f"the worker's record does not validate: {str(e).splitlines()[0]}") from None
 
     async def _ask(self, worker: _Worker, job: tuple[Any, ...]) -> bytes:
+        """Send ``job``, wait for its answer. Cancelled meanwhile (a Ctrl-C, a campaign ended), the worker is
+        told to end the run (``SIGTERM``) and is retired: an answer left unread would be the next job's."""
         assert worker.proc.stdin is not None
         try:
-            with anyio.CancelScope(shield=True):  # a half-sent frame or an unread answer would desynchronise it
-                await worker.proc.stdin.send(frame(job))
-                line = await worker.lines.receive_until(b"\n", MAX_LINE)
+            await worker.proc.stdin.send(frame(job))
+            line = await worker.lines.receive_until(b"\n", MAX_LINE)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._retire(worker, end_run=True)
+            raise
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
                 anyio.ClosedResourceError) as e:
             raise WorkerError(f"the worker process ended during this execution ({type(e).__name__})") from None
@@ -139,8 +152,11 @@ class Workers:
             raise WorkerError("the worker's answer is not a record")
         return line
 
-    async def _retire(self, worker: _Worker) -> None:
-        self._all.remove(worker)
+    async def _retire(self, worker: _Worker, end_run: bool = False) -> None:
+        if worker in self._all:
+            self._all.remove(worker)
+        if end_run and worker.proc.returncode is None:
+            worker.proc.terminate()
         await _stop(worker.proc)
 
     async def _close(self) -> None:
