@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+import transports
 from qb_client.campaign.workers import WorkerError, Workers
 from tasks.load import get_task
-import transports
 from transports.execute import execute
 from transports.results.record import Record
 from transports.results.store import JsonlWriter

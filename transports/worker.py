@@ -88,7 +88,7 @@ def _read_frame(src: BinaryIO) -> Any:
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes")
     data = _read_exact(src, size)
-    return None if data is None else pickle.loads(data)  # noqa: S301 - the parent, which started us
+    return None if data is None else pickle.loads(data)
 
 
 async def _serve(src: BinaryIO, out: BinaryIO) -> None:
@@ -105,7 +105,7 @@ async def _serve(src: BinaryIO, out: BinaryIO) -> None:
             record = await execute(task, transport, command, limits=limits, **fields)
             # ASCII JSON: a lone surrogate (a reply that was not UTF-8) travels as its \udcXX escape
             line = b"R" + json.dumps(record.model_dump(mode="json"), ensure_ascii=True).encode("ascii")
-        except Exception as e:  # noqa: BLE001 - the parent records it as this execution's error
+        except Exception as e:
             line = b"E" + f"{type(e).__name__}: {e}".replace("\n", " ").encode("utf-8", "replace")
         out.write(line + b"\n")
         out.flush()
