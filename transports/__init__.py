@@ -7,7 +7,8 @@ The rooms
                    the final shells (``shells``), user templates (``template``), how ``received`` is
                    read from a run's exec trace (``capture``), the components each path needs
                    (``components``, ``needs``), and the one execution path from a task to its record
-                   (``execute``: sandbox -> deliver -> validate -> record);
+                   (``execute``: sandbox -> deliver -> validate -> record), and the worker process
+                   that runs it for a campaign's other cores (``worker``);
     ``sandbox/``   running one command in isolation under limits, traced by the kernel;
     ``ssh/``       the ``ssh`` transport, its embedded server, master connection and client;
     ``paths/``     deployment paths: the routes agents' commands really take, each on its real

@@ -10,7 +10,8 @@
 * :mod:`.replay`: fixed-reply replay of a reply store (``quotebench replay``);
 * :mod:`.arms`: which design a campaign runs (native tool kind, turn budget, config variant);
 * :mod:`.errors`: ``errors.jsonl`` keeps only what is still an error;
-* :mod:`.limits`: the per-command wall clock of ``exec``, ``replay`` and ``run``.
+* :mod:`.limits`: the per-command wall clock of ``exec``, ``replay`` and ``run``;
+* :mod:`.workers`: executions in worker processes (``--jobs`` > 1), so a campaign uses more than one core.
 
 May import: ``tasks``, ``transports``, ``qb_server``; of ``qb_client``: :mod:`qb_client.console`,
 :mod:`qb_client.replies` and :mod:`qb_client.adapters.providers`. Never the records or the report,

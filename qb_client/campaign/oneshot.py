@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 
 from tasks.schema import Task
-from transports.execute import execute, no_command_record
+from transports.execute import no_command_record
 from transports.results.record import Record, Usage, versions
 from transports.registry import get
 from transports.results.store import JsonlWriter, read_jsonl
@@ -51,6 +51,7 @@ from .jobs import stamped
 from .limits import command_limits
 from .loop import combine
 from .native import NativeExecutor
+from .workers import Workers, execute_with, maybe_workers
 from .work import CampaignRun, Outcome, config_key, describe, native_record, reply_text, same_axes, stored_label, task_key
 
 
@@ -117,6 +118,8 @@ class Campaign(CampaignRun):
     """A campaign: the one-shot design here, each reply generated once and replayed on every transport; with
     ``plan.turns`` > 1 the multi-turn arm (:func:`qb_client.campaign.chains.run_chains`) instead."""
 
+    _workers: Workers | None = None  # where its executions run (qb_client.campaign.workers), while it runs
+
     async def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.plan.turns > 1:
@@ -145,26 +148,28 @@ class Campaign(CampaignRun):
             native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
         try:
             tools = await native.tools() if native else []
-            with JsonlWriter(self.out / "replies.jsonl", follow=False) as rw, \
-                    JsonlWriter(self.out / "results.jsonl", follow=False) as res, \
-                    JsonlWriter(self.out / "errors.jsonl", follow=False) as errw:
-                async def one(task: Task, contract: str, draw: int, rid: str) -> None:
-                    stored = replies.get(rid)
-                    if stored is None:
-                        async with api:
-                            stored = await self._generate(task, contract, draw, rid, tools, errw)
+            async with maybe_workers(self.plan.exec_concurrency) as workers:
+                self._workers = workers
+                with JsonlWriter(self.out / "replies.jsonl", follow=False) as rw, \
+                        JsonlWriter(self.out / "results.jsonl", follow=False) as res, \
+                        JsonlWriter(self.out / "errors.jsonl", follow=False) as errw:
+                    async def one(task: Task, contract: str, draw: int, rid: str) -> None:
+                        stored = replies.get(rid)
                         if stored is None:
-                            return
-                        rw.write(stored)  # durable before anything of it runs
-                        self.progress.on_generated()
-                    async with anyio.create_task_group() as tg:
-                        for tr in self.plan.transports:
-                            if _done_key(label, stored, tr) not in done:
-                                tg.start_soon(self._execute, task, stored, tr, ex, res, errw, native)
+                            async with api:
+                                stored = await self._generate(task, contract, draw, rid, tools, errw)
+                            if stored is None:
+                                return
+                            rw.write(stored)  # durable before anything of it runs
+                            self.progress.on_generated()
+                        async with anyio.create_task_group() as tg:
+                            for tr in self.plan.transports:
+                                if _done_key(label, stored, tr) not in done:
+                                    tg.start_soon(self._execute, task, stored, tr, ex, res, errw, native)
 
-                async with anyio.create_task_group() as tg:
-                    for w in work:
-                        tg.start_soon(one, *w)
+                    async with anyio.create_task_group() as tg:
+                        for w in work:
+                            tg.start_soon(one, *w)
         finally:
             if native:
                 await native.__aexit__(None, None, None)
@@ -237,4 +242,4 @@ class Campaign(CampaignRun):
                 async with native.session(task.id, transport) as run:
                     docs = [await run(c) for c in commands]
                 return combine([native_record(doc, fields) for doc in docs])
-            return await execute(task, transport, command, limits=command_limits(), **fields)
+            return await execute_with(self._workers, task, transport, command, limits=command_limits(), **fields)

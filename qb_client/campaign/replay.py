@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from tasks.load import UnknownTaskError, get_task
 from tasks.validate import CheckResult, Verdict
 from transports.base import Delivery
-from transports.execute import build_record, execute, no_command_record
+from transports.execute import build_record, no_command_record
 from transports.results.record import ConfigInfo, Record, Usage, new_id, reply_id_for
 from transports.registry import get
 from transports.results.store import JsonlWriter, loads, read_jsonl
@@ -47,6 +47,7 @@ from ..console import fail
 from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 from .jobs import cpu_count, stamped
 from .limits import command_limits
+from .workers import Workers, execute_with, maybe_workers
 from .work import stored_label
 
 HARNESS = "harness"
@@ -209,13 +210,14 @@ def error_record(r: StoredReply, transport: str, run_id: str, extra_versions: di
     return record.model_copy(update={"damaged": False})  # nothing was delivered, so nothing was damaged
 
 
-async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions: dict[str, str]) -> Record:
+async def replay_one(r: StoredReply, transport: str, run_id: str, extra_versions: dict[str, str],
+                     workers: Workers | None = None) -> Record:
     task = get_task(r.task_id)
     fields = dict(reply=r.reply, run_id=run_id, reply_id=r.reply_id, config=r.config, contract=r.contract,
                   draw=r.draw, usage=r.usage, generate_ms=r.generate_ms, extra_versions=extra_versions)
     if r.command is None:
         return no_command_record(task, get(transport).name, r.reason or "no command in the reply", **fields)
-    return await execute(task, transport, r.command, limits=command_limits(), **fields)
+    return await execute_with(workers, task, transport, r.command, limits=command_limits(), **fields)
 
 
 async def replay(replies: list[StoredReply], transports: list[str], out: Path, *,
@@ -233,12 +235,20 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     run_id = new_id()
     jobs = concurrency or cpu_count()
     limiter = anyio.CapacityLimiter(jobs)
+    async with maybe_workers(jobs) as workers:
+        await _replay_into(out, todo, run_id, jobs, limiter, workers, on_record)
+    return len(todo)
+
+
+async def _replay_into(out: Path, todo: list[tuple[StoredReply, str]], run_id: str, jobs: int,
+                       limiter: anyio.CapacityLimiter, workers: Workers | None,
+                       on_record: Callable[[Record], None] | None) -> None:
     with JsonlWriter(out) as writer:
         async def one(r: StoredReply, t: str) -> None:
             extra = {"replay": "1"}
             async with limiter:
                 try:
-                    record = await replay_one(r, t, run_id, extra)
+                    record = await replay_one(r, t, run_id, extra, workers)
                 except Exception as e:  # noqa: BLE001 - one execution must never abort the replay
                     record = error_record(r, t, run_id, extra, e)
             record = stamped(record, jobs)
@@ -249,7 +259,6 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
         async with anyio.create_task_group() as tg:
             for r, t in todo:
                 tg.start_soon(one, r, t)
-    return len(todo)
 
 
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

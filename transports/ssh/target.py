@@ -68,3 +68,9 @@ def configure(target: str | None, key: str | None) -> None:
         _configured = None
         return
     _configured = parse_target(target, key)
+
+
+def use(remote: Remote | None) -> None:
+    """Make ``remote`` (already parsed, as :func:`configured` gave it in another process) the target."""
+    global _configured
+    _configured = remote
