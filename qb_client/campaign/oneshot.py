@@ -148,7 +148,7 @@ class Campaign(CampaignRun):
             native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
         try:
             tools = await native.tools() if native else []
-            async with maybe_workers(self.plan.exec_concurrency) as workers:
+            async with maybe_workers(self.plan.exec_concurrency, self.plan.transports) as workers:
                 self._workers = workers
                 with JsonlWriter(self.out / "replies.jsonl", follow=False) as rw, \
                         JsonlWriter(self.out / "results.jsonl", follow=False) as res, \

@@ -47,6 +47,7 @@ from ..console import fail
 from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 from .jobs import cpu_count, stamped
 from .limits import command_limits
+from .work import describe
 from .workers import Workers, execute_with, maybe_workers
 from .work import stored_label
 
@@ -200,8 +201,7 @@ def is_harness_error(record: dict[str, Any]) -> bool:
 def error_record(r: StoredReply, transport: str, run_id: str, extra_versions: dict[str, str],
                  exc: BaseException) -> Record:
     """The record of an execution that raised: nothing received, verdict failed, ``error`` says why."""
-    text = " ".join(str(exc).split())
-    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    what = describe(exc)
     verdict = Verdict(passed=False, checks=[CheckResult(check=HARNESS, ok=False, detail=what)])
     record = build_record(get_task(r.task_id), transport, r.command, Delivery(received=None, execution=None),
                           verdict, reply=r.reply, run_id=run_id, reply_id=r.reply_id, config=r.config,
@@ -235,7 +235,7 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     run_id = new_id()
     jobs = concurrency or cpu_count()
     limiter = anyio.CapacityLimiter(jobs)
-    async with maybe_workers(jobs) as workers:
+    async with maybe_workers(jobs, transports) as workers:
         await _replay_into(out, todo, run_id, jobs, limiter, workers, on_record)
     return len(todo)
 

@@ -23,6 +23,7 @@ from transports.results.store import JsonlWriter
 from ..adapters.providers.base import Generation, Provider
 from ..replies.contracts import PROMPT_VERSION, check_contract
 from .jobs import cpu_count
+from .workers import error_name
 
 
 @dataclass
@@ -86,9 +87,9 @@ def same_axes(record: dict[str, Any], plan: Plan) -> bool:
 
 
 def describe(e: BaseException) -> str:
-    """``Type: message`` on one line."""
+    """``Type: message`` on one line (the type it was raised as, in a worker process too)."""
     text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return f"{error_name(e)}: {text}" if text else error_name(e)
 
 
 def stored_label(config: Any) -> str:

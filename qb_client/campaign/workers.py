@@ -44,7 +44,21 @@ MAX_LINE = 256 << 20
 
 
 class WorkerError(Exception):
-    """A worker ended during an execution, or answered with an error instead of a record."""
+    """A worker ended during an execution, or answered with something that is not a record."""
+
+
+class RemoteError(WorkerError):
+    """What the execution raised in the worker, named as it was there (``kind``): a campaign describes it
+    exactly as it describes the same error raised in this process."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def error_name(e: BaseException) -> str:
+    """The name an error is recorded under: its own class's, or, raised in a worker, the class's there."""
+    return e.kind if isinstance(e, RemoteError) else type(e).__name__
 
 
 def enabled(jobs: int) -> bool:
@@ -61,8 +75,9 @@ class _Worker:
 class Workers:
     """``jobs`` worker processes and the executions handed to them."""
 
-    def __init__(self, jobs: int, tg: anyio.abc.TaskGroup) -> None:
+    def __init__(self, jobs: int, tg: anyio.abc.TaskGroup, here: frozenset[str] = frozenset()) -> None:
         self.jobs = jobs
+        self.here = here  # transports whose executions stay in this process (see maybe_workers)
         self._tg = tg
         self._settings = frame(settings())
         self._idle: list[_Worker] = []
@@ -72,9 +87,9 @@ class Workers:
 
     @classmethod
     @asynccontextmanager
-    async def start(cls, jobs: int) -> AsyncIterator[Workers]:
+    async def start(cls, jobs: int, here: frozenset[str] = frozenset()) -> AsyncIterator[Workers]:
         async with anyio.create_task_group() as tg:
-            pool = cls(jobs, tg)
+            pool = cls(jobs, tg, here)
             try:
                 async with anyio.create_task_group() as starting:
                     for _ in range(jobs):
@@ -126,7 +141,8 @@ class Workers:
                 raise
             self._idle.append(worker)
         if line[:1] == b"E":
-            raise WorkerError(line[1:].decode("utf-8", "replace"))
+            kind, _, message = line[1:].decode("utf-8", "replace").partition(": ")
+            raise RemoteError(kind, message)
         try:
             return Record.model_validate(json.loads(line[1:]))  # json.loads: \udcXX escapes are kept
         except ValueError as e:
@@ -181,16 +197,27 @@ async def _stop(proc: Process) -> None:
 async def execute_with(workers: Workers | None, task: Task, transport: str, command: str, *, limits: Limits,
                        **fields: Any) -> Record:
     """In a worker where there are workers, else in this process."""
-    if workers is None:
+    if workers is None or transport in workers.here:
         return await execute(task, transport, command, limits=limits, **fields)
     return await workers.execute(task, transport, command, limits=limits, **fields)
 
 
 @asynccontextmanager
-async def maybe_workers(jobs: int) -> AsyncIterator[Workers | None]:
-    """Workers for ``jobs`` executions at once, or None where one process does (``jobs`` 1, ``QB_NO_WORKERS``)."""
+async def maybe_workers(jobs: int, transports: list[str]) -> AsyncIterator[Workers | None]:
+    """Workers for ``jobs`` executions at once, or None where one process does (``jobs`` 1, ``QB_NO_WORKERS``).
+
+    The components ``transports`` need are made ready here first, once (an npm package installed), so that
+    no worker installs one; a transport that lacks one keeps its executions in this process, where the
+    failure is remembered and each of them becomes its error record at once, as with one process."""
     if not enabled(jobs):
         yield None
         return
-    async with Workers.start(jobs) as pool:
+    from transports.components import missing
+    from transports.registry import get
+
+    here: set[str] = set()
+    for t in dict.fromkeys(transports):
+        if await anyio.to_thread.run_sync(missing, get(t)) is not None:
+            here.add(t)
+    async with Workers.start(jobs, frozenset(here)) as pool:
         yield pool

@@ -75,6 +75,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from . import phases, ptrace
+from .dispositions import catch_ignored
 from .shellcopy import ShellCopy
 from .trace import Exec, Identity, Trace, identity
 
@@ -470,3 +471,6 @@ class Tracer:
         self.trace.execs.append(record)
         if self.input_of is not None and self.trace.reader is None and self.input_of(record):
             self.copy.adopt(pid, record)
+
+
+catch_ignored()  # before any run: a signal ignored here is not ignored in what a run executes

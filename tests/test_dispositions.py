@@ -1,0 +1,34 @@
+"""A command starts with the default signal dispositions whatever its harness was started with: a harness that
+runs as a script's background job (SIGINT and SIGQUIT ignored) or under nohup (SIGHUP ignored) records what an
+interactive one records."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+QB = [sys.executable, "-c", "from qb_client.cli import main; main()"]
+PROBE = "grep -E '^SigIgn' /proc/self/status; sleep 5 & kill -INT $!; wait $!; echo $?"
+
+
+def _exec(ignored: tuple[int, ...]) -> dict:
+    def start() -> None:
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+    done = subprocess.run([*QB, "exec", "--task", "file-write/control", "--transport", "raw", "--command", PROBE,
+                           "--json"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          preexec_fn=start)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.needs("bwrap")
+def test_a_harness_started_with_signals_ignored_hands_none_of_them_to_a_command() -> None:
+    plain = _exec(())
+    ignoring = _exec((signal.SIGINT, signal.SIGQUIT, signal.SIGHUP))
+    assert ignoring["stdout"]["text"] == plain["stdout"]["text"]
+    assert plain["stdout"]["text"].splitlines()[-1] == "130"  # the job died of its SIGINT
