@@ -122,7 +122,7 @@ def test_the_parents_userland_and_memory_cap_reach_the_workers(tmp_path: Path) -
     out = tmp_path / "results.jsonl"
     done = subprocess.run([*QB, "--memory", "300M", "replay", str(store), "--transports", "raw", "--userland",
                            "busybox", "--jobs", "2", "--out", str(out), "--json"], capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+                          timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, "QB_WORKERS_FROM": "2"})
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == len(COMMANDS) + 1 and {r["jobs"] for r in records} == {2}

@@ -138,9 +138,9 @@ class Campaign(CampaignRun):
         to_generate = [w for w in work if w[3] not in replies]
         self.outcome.reused = len(work) - len(to_generate)
         self.progress.on_generation_total(len(to_generate))
-        self.progress.on_execution_total(sum(
-            1 for w in work for tr in self.plan.transports
-            if w[3] not in replies or _done_key(label, replies[w[3]], tr) not in done))
+        executions = sum(1 for w in work for tr in self.plan.transports
+                         if w[3] not in replies or _done_key(label, replies[w[3]], tr) not in done)
+        self.progress.on_execution_total(executions)
         api = anyio.CapacityLimiter(self.plan.api_concurrency)
         ex = anyio.CapacityLimiter(self.plan.exec_concurrency)
         native = None
@@ -148,7 +148,7 @@ class Campaign(CampaignRun):
             native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
         try:
             tools = await native.tools() if native else []
-            async with maybe_workers(self.plan.exec_concurrency, self.plan.transports) as workers:
+            async with maybe_workers(self.plan.exec_concurrency, self.plan.transports, executions) as workers:
                 self._workers = workers
                 with JsonlWriter(self.out / "replies.jsonl", follow=False) as rw, \
                         JsonlWriter(self.out / "results.jsonl", follow=False) as res, \

@@ -235,7 +235,7 @@ async def replay(replies: list[StoredReply], transports: list[str], out: Path, *
     run_id = new_id()
     jobs = concurrency or cpu_count()
     limiter = anyio.CapacityLimiter(jobs)
-    async with maybe_workers(jobs, transports) as workers:
+    async with maybe_workers(jobs, transports, len(todo)) as workers:
         await _replay_into(out, todo, run_id, jobs, limiter, workers, on_record)
     return len(todo)
 

@@ -16,7 +16,8 @@ Lifecycle
     ``async with Workers.start(jobs)``: the workers start at once; leaving closes their stdin, and each ends
     after the execution it has in hand (killed after ``CLOSE_WAIT_S``). If this process dies, their stdin ends
     all the same. Their stderr lines are forwarded to ours, each distinct line once (every worker warns about
-    the same missing isolation). ``QB_NO_WORKERS=1`` runs every execution in this process instead.
+    the same missing isolation). A campaign of fewer than ``WORKERS_FROM`` executions, and any with
+    ``QB_NO_WORKERS=1``, runs them in this process instead.
 """
 
 from __future__ import annotations
@@ -61,8 +62,20 @@ def error_name(e: BaseException) -> str:
     return e.kind if isinstance(e, RemoteError) else type(e).__name__
 
 
-def enabled(jobs: int) -> bool:
-    return jobs > 1 and os.environ.get("QB_NO_WORKERS") != "1"
+WORKERS_FROM = 64
+"""Fewer executions than this run in this process: starting a worker (an interpreter and its imports, about
+0.4 s of CPU) pays off only over many records. ``QB_WORKERS_FROM=N`` changes it."""
+
+
+def enabled(jobs: int, executions: int) -> bool:
+    """Whether ``executions`` records, ``jobs`` at once, run in worker processes."""
+    if jobs <= 1 or os.environ.get("QB_NO_WORKERS") == "1":
+        return False
+    try:
+        least = int(os.environ.get("QB_WORKERS_FROM", WORKERS_FROM))
+    except ValueError:
+        least = WORKERS_FROM
+    return executions >= least
 
 
 class _Worker:
@@ -203,13 +216,14 @@ async def execute_with(workers: Workers | None, task: Task, transport: str, comm
 
 
 @asynccontextmanager
-async def maybe_workers(jobs: int, transports: list[str]) -> AsyncIterator[Workers | None]:
-    """Workers for ``jobs`` executions at once, or None where one process does (``jobs`` 1, ``QB_NO_WORKERS``).
+async def maybe_workers(jobs: int, transports: list[str], executions: int) -> AsyncIterator[Workers | None]:
+    """Workers for ``jobs`` executions at once, or None where one process does (``jobs`` 1, fewer than
+    ``WORKERS_FROM`` ``executions``, ``QB_NO_WORKERS``).
 
     The components ``transports`` need are made ready here first, once (an npm package installed), so that
     no worker installs one; a transport that lacks one keeps its executions in this process, where the
     failure is remembered and each of them becomes its error record at once, as with one process."""
-    if not enabled(jobs):
+    if not enabled(jobs, executions):
         yield None
         return
     from transports.components import missing
