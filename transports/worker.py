@@ -69,25 +69,21 @@ def frame(obj: object) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-def _read_exact(src: BinaryIO, n: int) -> bytes | None:
-    out = bytearray()
-    while len(out) < n:
-        chunk = src.read(n - len(out))
-        if not chunk:
-            return None
-        out += chunk
-    return bytes(out)
+def _read(src: BinaryIO, n: int) -> bytes | None:
+    """``n`` bytes, or None at the end of stdin (a buffered read returns fewer only there)."""
+    data = src.read(n)
+    return data if len(data) == n else None
 
 
 def _read_frame(src: BinaryIO) -> Any:
     """The next frame's object, or None at the end of stdin."""
-    head = _read_exact(src, HEADER.size)
+    head = _read(src, HEADER.size)
     if head is None:
         return None
     (size,) = HEADER.unpack(head)
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes")
-    data = _read_exact(src, size)
+    data = _read(src, size)
     return None if data is None else pickle.loads(data)
 
 

@@ -74,6 +74,8 @@ def enabled(jobs: int, executions: int) -> bool:
     try:
         least = int(os.environ.get("QB_WORKERS_FROM", WORKERS_FROM))
     except ValueError:
+        print(f"quotebench: QB_WORKERS_FROM={os.environ['QB_WORKERS_FROM']!r} is not a whole number; using "
+              f"{WORKERS_FROM}", file=sys.stderr)
         least = WORKERS_FROM
     return executions >= least
 
@@ -89,7 +91,6 @@ class Workers:
     """``jobs`` worker processes and the executions handed to them."""
 
     def __init__(self, jobs: int, tg: anyio.abc.TaskGroup, here: frozenset[str] = frozenset()) -> None:
-        self.jobs = jobs
         self.here = here  # transports whose executions stay in this process (see maybe_workers)
         self._tg = tg
         self._settings = frame(settings())
