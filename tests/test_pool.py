@@ -39,7 +39,7 @@ def _pair(command: str, transport: str = "raw", stdin: bytes | None = None):
             with Sandbox.create(get_task(TASK)) as box:
                 if ahead:
                     assert box.start_ahead()
-                    waiting = box.ahead
+                    waiting = box.waiting[0]
                 out.append(await _run(box, command, transport, stdin))
                 if ahead:
                     out.append(waiting)
@@ -86,7 +86,7 @@ def test_a_launcher_killed_while_it_waits_is_replaced_by_the_runs_own() -> None:
     async def go():
         with Sandbox.create(get_task(TASK)) as box:
             assert box.start_ahead()
-            waiting = box.ahead
+            waiting = box.waiting[0]
             waiting.tracer.kill_all()
             waiting.tracer.main_exited.wait(10)
             return await get("raw").deliver("echo alive", box), waiting
@@ -154,7 +154,7 @@ def _next_has_launcher(transport: str) -> bool:
     box = pool.take(get_task(TASK), None, transport)
     assert box is not None
     with box:
-        return box.ahead is not None
+        return bool(box.waiting)
 
 
 def _pooled_record(transport: str, command: str):

@@ -50,7 +50,7 @@ def _pair(argv: list[str], *, env: dict[str, str] | None = None, limits: Limits 
             waiting = None
             if ahead:
                 assert box.start_ahead()
-                waiting = box.ahead
+                waiting = box.waiting[0]
             try:
                 result = _outcome(await box.run(argv, env=env))
             except (ArgumentTooLong, ValueError) as e:
@@ -101,7 +101,7 @@ def test_a_command_cannot_see_signal_ptrace_or_write_a_launcher_waiting_for_anot
         task = get_task(TASK)
         with Sandbox.create(task) as nxt, Sandbox.create(task) as attacker:
             assert nxt.start_ahead() and attacker.start_ahead()
-            waiting = nxt.ahead
+            waiting = nxt.waiting[0]
             pids = sorted(waiting.tracer._alive)
             fd = waiting.fd
             attack = (
@@ -317,7 +317,7 @@ def test_a_launcher_killed_from_outside_just_before_its_run_is_replaced_by_the_r
     async def once():
         with Sandbox.create(get_task(TASK)) as box:
             assert box.start_ahead()
-            for pid in sorted(box.ahead.tracer._alive):
+            for pid in sorted(box.waiting[0].tracer._alive):
                 os.kill(pid, signal.SIGKILL)
             d = await get("raw").deliver("echo alive", box)
             return d.execution.exit_code, d.execution.stdout.text, len(d.execution.trace.execs)

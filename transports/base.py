@@ -68,7 +68,11 @@ class Transport(Protocol):
       (a decoder refusing the text) is returned as ``transport_error`` with
       ``execution=None``.
     ``name`` is the registry name; ``boundary`` is one line on the parser
-    boundary the transport adds (empty for none).
+    boundary the transport adds (empty for none). A transport whose delivery
+    makes several runs, or runs with its own binds or environment, may also
+    name them as ``launches(sandbox) -> tuple[Launch, ...]``, so that a
+    sandbox built ahead starts their launchers ahead too
+    (:mod:`transports.sandbox.ahead`); without it, one plain run is assumed.
     """
 
     name: str

@@ -22,6 +22,7 @@ Why programs are looked up through one function
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
@@ -83,9 +84,17 @@ class Component:
             return venv_cache.status(self.package, self.version or "")
         return npm_cache.status(self.package, self.version or "", node=self.node)
 
+    @property
+    def quick(self) -> bool:
+        """Whether :meth:`ensure` is a lookup cheap enough for the event loop: a program on PATH, or a Python
+        module this process has imported (it stays importable; its distribution's metadata is not read)."""
+        return self.kind == "program" or self.kind == "python" and (self.module or self.name) in sys.modules
+
     def ensure(self) -> None:
         """Make sure it is usable, installing an npm package or a venv on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
+        if self.kind == "python" and (self.module or self.name) in sys.modules:
+            return
         if self.kind == "npm":
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)
             return

@@ -40,8 +40,8 @@ HARNESS = "harness"
 async def deliver(transport: Transport, command: str, box: Sandbox) -> Delivery:
     """``transport.deliver``, unless a component it needs is missing (:func:`transports.components.missing`):
     then nothing runs and the delivery carries a harness error. Every execution goes through here."""
-    if all(c.optional or c.kind == "program" for c in needs_of(transport)):
-        why = missing(transport)  # a PATH lookup only: not worth a thread hop on every execution
+    if all(c.optional or c.quick for c in needs_of(transport)):
+        why = missing(transport)  # lookups only (PATH, imported modules): not worth a thread hop on every execution
     else:
         why = await anyio.to_thread.run_sync(missing, transport)
     if why is not None:
@@ -110,12 +110,12 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
                   **record_fields: Any) -> Record:
     """Run ``command`` through ``transport`` in a fresh sandbox of ``task`` and judge the final state."""
     t = get(transport) if isinstance(transport, str) else transport
-    with await _create(task, limits, t.name) as box:
+    with await _create(task, limits, t) as box:
         mark("create: thread hop back")
-        waiting = box.ahead
+        held = list(box.waiting)
         delivery = await deliver(t, command, box)
         mark("transport: after the run (received)")
-        pool.ran(box, t.name, waiting)
+        pool.ran(box, t.name, held)
         verdict = await anyio.to_thread.run_sync(verdict_for, task, box.workdir, delivery)
         mark("verdict (validate, thread hops)")
     record = build_record(task, t.name, command, delivery, verdict, userland=box.userland, **record_fields)
@@ -123,12 +123,16 @@ async def execute(task: Task, transport: Transport | str, command: str, *, limit
     return record
 
 
-async def _create(task: Task, limits: Limits | None, transport: str | None = None) -> Sandbox:
+async def _create(task: Task, limits: Limits | None, transport: Transport | None = None) -> Sandbox:
     """``Sandbox.create`` in a worker thread: a fixture with a git repository takes long enough to delay
     the clocks of the other runs on this loop. Given the ``transport`` of a one-command record, a sandbox
-    built ahead for it (:mod:`transports.sandbox.pool`) where one is ready."""
+    built ahead for it (:mod:`transports.sandbox.pool`) where one is ready, with the launchers its delivery's
+    runs start (the transport's ``launches``, if it names them) started ahead."""
     def build() -> Sandbox:
-        return (pool.take(task, limits, transport) if transport is not None else None) or Sandbox.create(task, limits)
+        found = None
+        if transport is not None:
+            found = pool.take(task, limits, transport.name, getattr(transport, "launches", None))
+        return found or Sandbox.create(task, limits)
     return await anyio.to_thread.run_sync(build)
 
 

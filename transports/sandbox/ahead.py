@@ -16,8 +16,14 @@ What stays as strong
     as setpriv's is without bwrap), so the command's first program is the first exec in the trace, as
     always. A launcher is used for one run at most, and only when the launcher that run would start is the
     same argv but for the command (the same binds, working directory, network, cgroups) and the same
-    environment; anything else (a transport's own binds, a host-written file, an argument over 64 KiB, whose
-    fit only the kernel can judge) ends it and the run starts its own.
+    environment; otherwise (a host-written file, an argument over 64 KiB, whose fit only the kernel can
+    judge) the run starts its own.
+
+Which launchers
+    A sandbox starts one launcher ahead per :class:`Launch` its transport names (default: one plain run).
+    A transport whose delivery makes several runs with arguments known before the command (``ssh``: the
+    local side with its client's directory and environment, then the server's plain run) names each, and
+    each run takes the one that fits it.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cgroups, exectrace, launch, reaper
+from .execution import Bind
 from .limits import Limits
 from .process import discard_ready
 
@@ -36,6 +43,20 @@ from .process import discard_ready
 _lock = threading.Lock()
 GATE_WAIT_S = 10.0
 """How long a launcher started ahead may take to reach its gate before it is given up."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a run's launcher depends on besides its command: ``Sandbox.run``'s ``env``, ``binds`` and
+    ``network``. A launcher started ahead with these serves only a run that passes the same."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    binds: tuple[Bind, ...] = ()
+    network: bool = False
+
+
+PLAIN = (Launch(),)
+"""The launchers a transport's delivery starts when it names none: one run with the sandbox's own arguments."""
 
 
 @dataclass
@@ -48,8 +69,6 @@ class Ahead:
     env: dict[str, str]
     fd: int
     used: bool = False
-    mismatched: bool = False  # the run wanted another launcher (binds, network, environment), as its
-    # transport's runs will again: the pool then starts none ahead for it (a long argument is one run's own)
     ended: bool = False  # taken or dropped: a view of the sandbox (copy.copy) may hold it too, and finds it gone
 
 
@@ -77,23 +96,23 @@ def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, st
     return found
 
 
-def take(ahead: Ahead, argv: list[str], run_env: dict[str, str],
-         launcher_for: Callable[[list[str]], list[str]]) -> tuple[Ahead, bytes] | None:
-    """``ahead`` and the argument file of a run of ``argv`` in ``run_env``, if the launcher that run would start
-    (``launcher_for``) is ``ahead``'s and it still waits; else it is ended (:func:`drop`) and None returned.
-    An ``OSError`` of ``launcher_for`` is raised with ``ahead`` ended. One run takes it at most: a second
-    call (another view of the same sandbox) finds it ended and returns None."""
+def fits(ahead: Ahead, run_env: dict[str, str], launcher_for: Callable[[list[str]], list[str]]) -> bool:
+    """Whether a run in ``run_env`` whose own launcher would be ``launcher_for(command)`` may take ``ahead``:
+    the same environment and the same argv but for the command. Changes nothing (an ``OSError`` of
+    ``launcher_for`` is raised)."""
+    return not ahead.ended and run_env == ahead.env and launcher_for(launch.late_argv(ahead.fd)) == ahead.full
+
+
+def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
+    """``ahead`` and the argument file of a run of ``argv`` (which :func:`fits` it), if it still waits; else
+    None. Either way it is no other run's: one run takes it at most, and a second call (another view of the
+    same sandbox) finds it ended. An argv the argument file cannot carry ends it too."""
     with _lock:
         if ahead.ended:
             return None
         ahead.ended = True
     payload = launch.late_payload(argv, ahead.tracer.late_env or b"")
-    try:
-        ahead.mismatched = run_env != ahead.env or launcher_for(launch.late_argv(ahead.fd)) != ahead.full
-    except OSError:
-        _end(ahead)
-        raise
-    if ahead.mismatched or payload is None or ahead.tracer.main_exited.is_set():
+    if payload is None or ahead.tracer.main_exited.is_set():
         _end(ahead)
         return None
     ahead.used = True

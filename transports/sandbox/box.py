@@ -69,7 +69,8 @@ import os
 import secrets
 import signal
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from tasks.fixture import materialize
@@ -82,7 +83,7 @@ from .isolation import SYSTEM_PATH, Isolation, isolation_available, warn_no_isol
 from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
 from .limits import Limits, which_limit
-from .ahead import Ahead
+from .ahead import PLAIN, Ahead, Launch
 from .execution import ArgumentTooLong, Bind, Execution, SandboxError, exit_code_of
 from .process import NotReleased, Stdin, TooLong, run_traced
 from .userland import default_userland
@@ -108,7 +109,9 @@ class Sandbox:
         self.mounted = False
         self.closed = False
         self.files: Path | None = None  # host-written files (write_file): outside the root, bound read-only
-        self.ahead: Ahead | None = None  # the first run's launcher, started ahead (transports.sandbox.pool)
+        self.waiting: list[Ahead] = []  # launchers started ahead for the first runs (transports.sandbox.pool);
+        # a list shared by every view of the sandbox (copy.copy), so a launcher one run took is gone for all
+        self.passed_by = 0  # runs that found launchers waiting, none of which fitted them
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -164,8 +167,8 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
-        if self.ahead is not None:
-            ahead.drop(self.ahead)
+        for waiting in self.waiting:
+            ahead.drop(waiting)
         cgroups.kill_all(self.cgroup)  # now: nothing of it may run on; the removal itself can wait
         mark("close: kill the cgroup's members")
         group, root, mounted, files = self.cgroup, self.root, self.mounted, self.files
@@ -181,12 +184,16 @@ class Sandbox:
             reaper.later(remove)
         mark("close: removal (or its queueing)")
 
-    def start_ahead(self) -> bool:
-        """Start the first run's launcher now, before any run (:mod:`transports.sandbox.ahead`); False when
-        none was started (the run then starts its own, as always)."""
-        if self.isolation == "bwrap" and not self.runs and self.ahead is None and not self.closed:
-            self.ahead = ahead.start(self.cgroup, self.limits, self.env(), self.workdir, self.launcher)
-        return self.ahead is not None
+    def start_ahead(self, launches: Sequence[Launch] = PLAIN) -> bool:
+        """Start the first runs' launchers now, before any run, one per ``launches``
+        (:mod:`transports.sandbox.ahead`); False when none was started (each run then starts its own, as always)."""
+        if self.isolation == "bwrap" and not self.runs and not self.waiting and not self.closed:
+            for how in launches:
+                started = ahead.start(self.cgroup, self.limits, self.env(how.env), self.workdir,
+                                      partial(self.launcher, binds=how.binds, network=how.network))
+                if started is not None:
+                    self.waiting.append(started)
+        return bool(self.waiting)
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -315,6 +322,19 @@ class Sandbox:
             return lambda: None
         return lambda: cgroups.kill_all(group)
 
+    def _take_waiting(self, argv: list[str], run_env: dict[str, str], network: bool, binds: tuple[Bind, ...],
+                      cwd: Path | None) -> tuple[Ahead, bytes] | None:
+        """The launcher started ahead that this run's own would equal, taken, with its argument file; None:
+        the run starts its own. An ``OSError`` (a bind's source) is raised, the launchers left waiting."""
+        for waiting in list(self.waiting):
+            if ahead.fits(waiting, run_env, lambda late, w=waiting: self.launcher(
+                    late, network=network, binds=binds, cwd=cwd, group=w.group, env=run_env)[0]):
+                self.waiting.remove(waiting)
+                return ahead.take(waiting, argv)
+        if self.waiting:
+            self.passed_by += 1
+        return None
+
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
                   binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None,
                   watch: frozenset[exectrace.Identity] = frozenset(),
@@ -332,15 +352,12 @@ class Sandbox:
         self.runs += 1
         mark("transport: before the run")
         run_env = self.env(env)
-        waiting, self.ahead = self.ahead, None
-        if waiting is not None and stdin is not None and not isinstance(stdin, bytes):  # a stream cannot be
-            ahead.drop(waiting)  # sent twice, and a launcher started ahead that ran nothing is retried below
-            waiting = None
+        first_try = True
         while True:
             taken, group = None, None
             try:
-                taken = waiting and ahead.take(waiting, argv, run_env, lambda late: self.launcher(
-                    late, network=network, binds=binds, cwd=cwd, group=waiting.group, env=run_env)[0])
+                if first_try:
+                    taken = self._take_waiting(argv, run_env, network, binds, cwd)
                 if taken is not None:
                     group, full, stages = taken[0].group, taken[0].full, 0
                 else:
@@ -377,7 +394,7 @@ class Sandbox:
             if taken is None or (outcome is not None and (outcome.trace.execs or outcome.timed_out)):
                 break
             reaper.later(lambda g=group: cgroups.remove(g))
-            waiting = None
+            first_try = False
         assert outcome is not None
         mark("end: loop wakes, pipes drained")
         oom = cgroups.oom_killed(group)

@@ -142,6 +142,7 @@ class Tracer:
         self.copy = ShellCopy(self.trace, log_fd)  # the shell input_of picks: stopped at its system calls
         self.status: int | None = None
         self.main_exited = threading.Event()
+        self.began = threading.Event()  # the command's first program was exec'd, or the run is over
         self.proc: subprocess.Popen[bytes] | None = None
         self._alive: set[int] = set()
         self._unforked: set[int] = set()    # alive, seen at a stop before their parent's fork event was read
@@ -258,6 +259,7 @@ class Tracer:
         except BaseException as e:  # noqa: BLE001 - handed to start()'s caller
             self._error = e
             self._started.set()
+            self.began.set()
             self._done.set()
             return
         self._started.set()
@@ -267,6 +269,7 @@ class Tracer:
             self._link_parents()
             self.copy.finish()
             self.main_exited.set()
+            self.began.set()
             self._done.set()
 
     def _link_parents(self) -> None:
@@ -469,6 +472,7 @@ class Tracer:
             env=ptrace.split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
         )
         self.trace.execs.append(record)
+        self.began.set()
         if self.input_of is not None and self.trace.reader is None and self.input_of(record):
             self.copy.adopt(pid, record)
 

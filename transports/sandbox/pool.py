@@ -5,15 +5,16 @@ What is shared
     Nothing a run can write. Each sandbox is built fresh, exactly as :meth:`Sandbox.create` builds one, and
     used for one record, then closed as every sandbox is; only the fixture is written when it is taken (the
     root is empty until then, and nothing of a command has run in it). Its launcher
-    (:mod:`transports.sandbox.ahead`) is the one its first run would start, started early; a run that would
-    start another (a transport's own binds or environment) ends it and starts its own.
+    (:mod:`transports.sandbox.ahead`) are the ones its first runs would start, started early (one per
+    :class:`~transports.sandbox.ahead.Launch` its transport names); a run that would start another starts its
+    own.
 
 Lifecycle
     A sandbox is built for a key (the process, the transport's name, the limits, the userland, the
     isolation): :func:`take` hands out one built for that key, if there is one, and asks the builder thread
-    for the next, so a campaign's records find theirs ready. A transport whose runs want another launcher
-    than the one started ahead (their own binds, network or environment) gets sandboxes without one from then
-    on (it would only cost a start and a kill).
+    for the next, so a campaign's records find theirs ready. A transport none of whose runs could take a
+    launcher started ahead (a host-written file of its own) gets sandboxes without one from then on (it would
+    only cost a start and a kill).
 
 Limits
     At most ``DEPTH`` idle sandboxes per key and ``MAX_IDLE`` in all (the oldest is closed first); each holds
@@ -35,13 +36,13 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from tasks.fixture import materialize
 from tasks.schema import Task
 
 from . import hostuid
-from .ahead import Ahead
+from .ahead import PLAIN, Ahead, Launch
 from .box import Sandbox
 from .execution import SandboxError
 from .isolation import isolation_available
@@ -57,7 +58,9 @@ _lock = threading.Lock()
 _idle: "OrderedDict[Hashable, list[Sandbox]]" = OrderedDict()
 _pending: dict[Hashable, int] = {}
 _no_ahead: set[str] = set()
-_jobs: "queue.Queue[tuple[Hashable, str, Limits, int]]" = queue.Queue()
+Launches = Callable[[Sandbox], Sequence[Launch]]
+"""A transport's launchers for a sandbox's first runs (:class:`~transports.sandbox.ahead.Launch`)."""
+_jobs: "queue.Queue[tuple[Hashable, str, Limits, Launches | None, int]]" = queue.Queue()
 _asked = 0  # builds asked for, in order; the builder finishes them in that order
 _built = 0  # the last of them finished (built, or given up)
 _thread: threading.Thread | None = None
@@ -75,9 +78,10 @@ def _key(transport: str, limits: Limits) -> Hashable:
     return (os.getpid(), transport, limits, default_userland(), isolation_available())
 
 
-def take(task: Task, limits: Limits | None, transport: str) -> Sandbox | None:
+def take(task: Task, limits: Limits | None, transport: str, launches: Launches | None = None) -> Sandbox | None:
     """A sandbox built ahead for ``transport`` and ``limits``, filled with ``task``'s fixture, or None (build one
-    now); either way the next one is asked for. Blocking: call it from a worker thread."""
+    now); either way the next one is asked for, its launchers started for ``launches(box)`` (default: one
+    plain run). Blocking: call it from a worker thread."""
     if not enabled():
         return None
     lim = limits or Limits()
@@ -87,7 +91,7 @@ def take(task: Task, limits: Limits | None, transport: str) -> Sandbox | None:
         box = boxes.pop(0) if boxes else None
         if box is not None and not boxes:
             del _idle[key]
-    _ask(key, transport, lim)
+    _ask(key, transport, lim, launches)
     if box is None:
         return None
     try:
@@ -107,15 +111,16 @@ def idle(transport: str, limits: Limits | None = None) -> int:
         return len(_idle.get(_key(transport, limits or Limits()), ()))
 
 
-def ran(box: Sandbox, transport: str, waiting: Ahead | None) -> None:
-    """After a record's runs in ``box``, which held ``waiting`` before them: a transport whose run wanted
-    another launcher (its own binds, network or environment) gets none started ahead from then on. A run
-    that passed it by for its own reasons (a streamed stdin, an argument file too long) changes nothing."""
-    if waiting is not None and box.runs and waiting.mismatched:
+def ran(box: Sandbox, transport: str, held: Sequence[Ahead]) -> None:
+    """After a record's runs in ``box``, which held the launchers ``held`` before them: a transport none of whose
+    runs could take one (each wanted another launcher) gets none started ahead from then on. A run that
+    took one but passed it by for its own reasons (an argument file too long) changes nothing."""
+    left = {id(w) for w in box.waiting}
+    if held and box.passed_by and all(id(w) in left for w in held):
         _no_ahead.add(transport)
 
 
-def _ask(key: Hashable, transport: str, limits: Limits) -> None:
+def _ask(key: Hashable, transport: str, limits: Limits, launches: Launches | None) -> None:
     global _thread, _pid, _jobs, _asked, _built
     with _lock:
         if _pid != os.getpid():  # a forked child: its parent's sandboxes and jobs are not its own
@@ -131,19 +136,19 @@ def _ask(key: Hashable, transport: str, limits: Limits) -> None:
             _thread, _pid = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True), os.getpid()
             _thread.start()
         _asked += 1
-        _jobs.put((key, transport, limits, _asked))
+        _jobs.put((key, transport, limits, launches, _asked))
 
 
-def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits, int]]") -> None:
+def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits, Launches | None, int]]") -> None:
     global _built
     while True:
-        key, transport, limits, number = jobs.get()
+        key, transport, limits, launches, number = jobs.get()
         box: Sandbox | None = None
         try:
             if not _closing:
                 box = Sandbox.create(None, limits, userland=key[3])  # type: ignore[index]
                 if transport not in _no_ahead:
-                    box.start_ahead()
+                    box.start_ahead(launches(box) if launches is not None else PLAIN)
         except Exception:  # noqa: BLE001 - a sandbox not built ahead is built by its record
             if box is not None:
                 box.close()

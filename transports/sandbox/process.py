@@ -145,7 +145,10 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                         tg.start_soon(_read, proc.stdout, out, tracer)
                         tg.start_soon(_read, proc.stderr, err, tracer)
                         if stdin is not None:
-                            tg.start_soon(_feed, proc.stdin, stdin)
+                            # a stream fed to a launcher started ahead waits for the command's exec: if the
+                            # launcher ends first, nothing was taken from it and the run's own gets it whole
+                            tg.start_soon(_feed, proc.stdin, stdin,
+                                          tracer if ready is not None and not isinstance(stdin, bytes) else None)
                         await anyio.wait_readable(notify_r)
                         # the run is over and all of it killed; a process of another run that was handed
                         # the pipe must not keep the readers waiting: take what is buffered, then stop
@@ -255,8 +258,15 @@ async def _read(pipe, sink: _Sink, tracer: Tracer) -> None:
         pass
 
 
-async def _feed(pipe, source: bytes | AsyncIterator[bytes]) -> None:
-    """Copy stdin data into the process; a reader that exits early is not an error."""
+async def _feed(pipe, source: bytes | AsyncIterator[bytes], after: Tracer | None = None) -> None:
+    """Copy stdin data into the process; a reader that exits early is not an error. Given ``after``, nothing
+    is taken from ``source`` before that run's command was exec'd, and nothing at all if it never was."""
+    if after is not None:
+        if not after.began.is_set():
+            await anyio.to_thread.run_sync(after.began.wait, limiter=_threads)  # set at the latest at the end
+        if not after.trace.execs:
+            pipe.close()
+            return
     fd = pipe.fileno()
     os.set_blocking(fd, False)
 

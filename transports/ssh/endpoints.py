@@ -390,12 +390,15 @@ def _endpoint_sync(remote: Remote | None, kind: ClientKind) -> Endpoint:
         return ep
 
 
+def ready_endpoint(remote: Remote | None, kind: ClientKind) -> Endpoint | None:
+    """The endpoint for ``remote`` if it is up and ready for ``kind``; None (nothing is built) otherwise."""
+    ep = _endpoints.get(remote)
+    return ep if ep is not None and ep.ready(kind) else None
+
+
 async def endpoint(remote: Remote | None, kind: ClientKind) -> Endpoint:
     """The ready endpoint for ``remote`` (None: the embedded server); built in a worker thread if needed."""
-    ep = _endpoints.get(remote)
-    if ep is not None and ep.ready(kind):
-        return ep
-    return await anyio.to_thread.run_sync(_endpoint_sync, remote, kind)
+    return ready_endpoint(remote, kind) or await anyio.to_thread.run_sync(_endpoint_sync, remote, kind)
 
 
 def shutdown() -> None:

@@ -94,6 +94,11 @@ KEY_RESTRICTIONS = "no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-
 """authorized_keys options of the client key: asyncssh enforces these before any server callback."""
 
 
+def new_token() -> str:
+    """An unguessable sandbox token (128 bits)."""
+    return secrets.token_hex(16)
+
+
 class SessionsOnly(asyncssh.SSHServer):
     """Refuses every forwarding channel and request, explicitly (see "Sessions only, nothing else")."""
 
@@ -231,12 +236,14 @@ class EmbeddedServer:
 
     # -- sandbox registry (called from the delivering loop) --------------------
 
-    def open(self, sandbox: Sandbox, shell: Shell = DEFAULT) -> str:
-        """Register ``sandbox`` under a fresh unguessable token for one delivery, run by ``shell``."""
-        token = secrets.token_hex(16)
+    def open(self, sandbox: Sandbox, shell: Shell = DEFAULT, token: str | None = None) -> str:
+        """Register ``sandbox`` for one delivery, run by ``shell``, under ``token`` (made by :func:`new_token`
+        for it alone; a token already registered is not reused) or a fresh one."""
         session = Session(sandbox, shell)
         session.idle.set()
         with self._lock:
+            if token is None or token in self._sessions:
+                token = new_token()
             self._sessions[token] = session
         return token
 

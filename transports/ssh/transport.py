@@ -94,6 +94,8 @@ from __future__ import annotations
 import copy
 import os
 import shlex
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -103,11 +105,13 @@ from ..base import Delivery, check_command
 from ..capture import find_boundary, program_identity
 from ..components import ASYNCSSH, BASH, OPENSSH
 from ..sandbox import ArgumentTooLong, Execution, Sandbox, Stream
+from ..sandbox.ahead import PLAIN, Launch
 from ..shells import DEFAULT, Shell
 from .client import UsageError, exec_request
-from .endpoints import (CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Remote, SshSetupError, openssh_program,
-                        close_endpoint, configure, configured, endpoint, parse_target, shutdown)
-from .server import TOKEN_ENV, Session
+from .endpoints import (CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Endpoint, Remote, SshSetupError,
+                        openssh_program, close_endpoint, configure, configured, endpoint, parse_target, ready_endpoint,
+                        shutdown)
+from .server import TOKEN_ENV, Session, new_token
 
 __all__ = ["CLIENT_ENV", "HOST_ALIAS", "Remote", "Ssh", "SshSetupError", "close_endpoint", "configure", "endpoint",
            "outer_program", "shutdown"]
@@ -122,6 +126,28 @@ def outer_program(command: str, safe: bool = False) -> str:
     if safe:
         return "ssh " + HOST_ALIAS + " -- " + shlex.quote(command)
     return "ssh " + HOST_ALIAS + ' "' + command + '"'
+
+
+_tokens: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
+_tokens_lock = threading.Lock()
+
+
+def _token_for(sandbox: Sandbox, make: bool) -> str | None:
+    """The token the launcher started ahead for ``sandbox``'s local side holds (``make``: made now, for it
+    alone); taken by the delivery (``make=False``), so a token serves one delivery."""
+    with _tokens_lock:
+        if make:
+            _tokens[sandbox] = new_token()
+            return _tokens[sandbox]
+        return _tokens.pop(sandbox, None)
+
+
+def _client_env(ep: Endpoint, kind: ClientKind, token: str | None) -> dict[str, str]:
+    """The local side's own environment: the file that puts the client wrapper first on PATH, and the token."""
+    env = {"BASH_ENV": str(ep.enter[kind])}
+    if token is not None:
+        env[TOKEN_ENV] = token
+    return env
 
 
 def _local_side(sandbox: Sandbox) -> Sandbox:
@@ -189,6 +215,18 @@ class Ssh:
         return Ssh(client=self.client, shell=shell, safe=self.safe, outer=self.outer) if self.remote is None else \
             Ssh(None, None, self.client, shell, self.safe, self.outer)
 
+    def launches(self, sandbox: Sandbox) -> tuple[Launch, ...]:
+        """The launchers a delivery in ``sandbox`` starts, to be started ahead: the local side's (its client's
+        directory and environment, with a token made for this sandbox) and the embedded server's plain run;
+        until the endpoint is up (the first delivery makes it), a plain run only."""
+        kind = self.client_kind()
+        ep = ready_endpoint(self.remote, kind)
+        if ep is None:
+            return PLAIN
+        token = _token_for(sandbox, make=True) if ep.server is not None else None
+        local = Launch(_client_env(ep, kind, token), ep.binds(kind, sandbox), ep.network(kind))
+        return (local, *PLAIN) if ep.server is not None else (local,)
+
     def outer_text(self, command: str) -> str:
         """What the local bash runs for ``command``."""
         return self.outer(command) if self.outer is not None else outer_program(command, self.safe)
@@ -216,11 +254,9 @@ class Ssh:
         token: str | None = None
         session: Session | None = None
         if server is not None:
-            token = server.open(sandbox, self.shell)
+            token = server.open(sandbox, self.shell, _token_for(sandbox, make=False))
         wrapper = str(ep.enter[kind].parent / f"bin-{kind}" / "ssh")
-        env = {"BASH_ENV": str(ep.enter[kind])}
-        if token is not None:
-            env[TOKEN_ENV] = token
+        env = _client_env(ep, kind, token)
         try:
             local = await _local_side(sandbox).run(
                 ["bash", "-c", self.outer_text(command)], env=env,
