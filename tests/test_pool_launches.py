@@ -56,14 +56,15 @@ def test_the_ssh_token_a_launcher_started_ahead_holds_serves_one_delivery_and_no
         with Sandbox.create(get_task(TASK)) as box, Sandbox.create(get_task(TASK)) as other:
             assert box.start_ahead(ssh.launches(box))
             token = box.waiting[0].env["QB_SANDBOX"]
-            first = await ssh.deliver("echo $QB_SANDBOX", box)
+            first = await ssh.deliver("echo $QB_SANDBOX", box)  # expanded by the local side
             second = await ssh.deliver("echo again", box)
-            probe = await ssh.deliver(f"QB_SANDBOX={token} ssh qb-remote echo stolen", other)
+            # out of the double quotes: the local side runs a second client with the first delivery's token
+            probe = await ssh.deliver(f'echo mine"; QB_SANDBOX={token} ssh qb-remote echo stolen; echo "$?', other)
         return token, first, second, probe
     token, first, second, probe = anyio.run(go)
-    assert first.execution.exit_code == 0 and second.execution.stdout.text == "again\n"
-    assert token not in second.execution.stdout.text
-    assert "stolen" not in probe.execution.stdout.text
+    assert first.execution.stdout.text == token + "\n"  # the remote run has no token; the local parse put it
+    assert second.execution.stdout.text == "again\n" and probe.execution.stdout.text == "mine\n255\n"
+    assert "unknown sandbox token" in probe.execution.stderr.text
 
 
 async def _stream(*chunks: bytes) -> AsyncIterator[bytes]:
