@@ -18,11 +18,21 @@ Inside, from the bottom up, each module importing only those before it:
 
 May import: ``tasks`` and ``transports``, never ``qb_client`` (the driver is one
 client of this server among others). This ``__init__`` only re-exports its own
-submodules, and none of them imports it back.
+submodules, and none of them imports it back. It re-exports them when first asked
+(:pep:`562`): importing one submodule, such as :mod:`.observation` for a campaign's
+offline agents, does not import the MCP SDK (about a second).
 """
 
-from .app import build_app, build_server, serve
-from .server import QBServer
-from .sessions import META_KEY
+from __future__ import annotations
 
-__all__ = ["META_KEY", "QBServer", "build_app", "build_server", "serve"]
+import importlib
+from typing import Any
+
+_EXPORTS = {"build_app": "app", "build_server": "app", "serve": "app", "QBServer": "server", "META_KEY": "sessions"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'qb_server' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -88,12 +88,12 @@ class Component:
     def quick(self) -> bool:
         """Whether :meth:`ensure` is a lookup cheap enough for the event loop: a program on PATH, or a Python
         module this process has imported (it stays importable; its distribution's metadata is not read)."""
-        return self.kind == "program" or self.kind == "python" and (self.module or self.name) in sys.modules
+        return self.kind == "program" or self.kind == "python" and sys.modules.get(self.module or self.name) is not None
 
     def ensure(self) -> None:
         """Make sure it is usable, installing an npm package or a venv on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
-        if self.kind == "python" and (self.module or self.name) in sys.modules:
+        if self.kind == "python" and sys.modules.get(self.module or self.name) is not None:
             return
         if self.kind == "npm":
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)

@@ -13,7 +13,7 @@ any turn, the MCP path failing) are ``errors.jsonl`` lines with ``stage: "chain"
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -28,8 +28,10 @@ from ..replies.contracts import LOOP_PROMPT_VERSION, PROMPT_VERSION
 from .jobs import stamped
 from .limits import command_limits
 from .loop import chain_record, run_chain
-from .native import NativeExecutor
 from .work import CampaignRun, config_key, describe, native_record, reply_text, same_axes, stored_label, task_key
+
+if TYPE_CHECKING:
+    from .native import NativeExecutor
 
 
 def chain_id(config_key: str, task_key: str, contract: str, draw: int, transport: str) -> str:
@@ -59,6 +61,7 @@ async def run_chains(c: CampaignRun) -> None:
     open_chains = anyio.CapacityLimiter(max(plan.api_concurrency, plan.exec_concurrency))
     native = None
     if "native" in plan.contracts:
+        from .native import NativeExecutor  # the MCP SDK, only for the native contract (about a second)
         native = await NativeExecutor(plan.transports, plan.server_url).__aenter__()
     try:
         tools = await native.tools() if native else []

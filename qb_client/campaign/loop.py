@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from qb_server.tools import render
+from qb_server.observation import render
 from tasks.schema import Task
 from tasks.validate import CheckResult, Verdict
 from transports.results.record import Record, Step, Turn, Usage

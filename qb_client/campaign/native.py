@@ -24,7 +24,7 @@ from mcp import Client
 from qb_server.app import build_app
 from qb_server.server import QBServer
 from qb_server.sessions import META_KEY
-from qb_server.tools import RECORD_META
+from qb_server.observation import RECORD_META
 from transports.results.record import Record
 
 from ..replies.contracts import ToolSpec

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -50,9 +50,11 @@ from ..replies.contracts import PROMPT_VERSION
 from .jobs import stamped
 from .limits import command_limits
 from .loop import combine
-from .native import NativeExecutor
 from .workers import Workers, execute_with, maybe_workers
 from .work import CampaignRun, Outcome, config_key, describe, native_record, reply_text, same_axes, stored_label, task_key
+
+if TYPE_CHECKING:
+    from .native import NativeExecutor
 
 
 def reply_id_for(config_key: str, task_id: str, contract: str, draw: int) -> str:
@@ -145,6 +147,7 @@ class Campaign(CampaignRun):
         ex = anyio.CapacityLimiter(self.plan.exec_concurrency)
         native = None
         if "native" in self.plan.contracts:
+            from .native import NativeExecutor  # the MCP SDK, only for the native contract (about a second)
             native = await NativeExecutor(self.plan.transports, self.plan.server_url).__aenter__()
         try:
             tools = await native.tools() if native else []

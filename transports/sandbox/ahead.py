@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from . import cgroups, exectrace, launch, reaper
@@ -57,6 +58,13 @@ class Launch:
 
 PLAIN = (Launch(),)
 """The launchers a transport's delivery starts when it names none: one run with the sandbox's own arguments."""
+
+
+class Waiting(list["Ahead"]):
+    """A sandbox's launchers started ahead, shared by every view of it (``copy.copy``), so that a launcher one
+    run took is gone for all, and ``passed_by`` counts every view's runs that found none fitting them."""
+
+    passed_by: int = 0
 
 
 @dataclass
@@ -96,11 +104,35 @@ def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, st
     return found
 
 
+def start_each(launches: Sequence[Launch], sandbox_group: cgroups.Group | None, limits: Limits,
+               env_for: Callable[[dict[str, str]], dict[str, str]], workdir: Path,
+               launcher: Callable[..., tuple[list[str], int]]) -> list[Ahead]:
+    """One launcher per ``launches`` (those that start): the environment ``env_for(how.env)``, the binds and
+    network ``how`` names."""
+    started = (start(sandbox_group, limits, env_for(how.env), workdir,
+                     partial(launcher, binds=how.binds, network=how.network)) for how in launches)
+    return [a for a in started if a is not None]
+
+
 def fits(ahead: Ahead, run_env: dict[str, str], launcher_for: Callable[[list[str]], list[str]]) -> bool:
     """Whether a run in ``run_env`` whose own launcher would be ``launcher_for(command)`` may take ``ahead``:
-    the same environment and the same argv but for the command. Changes nothing (an ``OSError`` of
-    ``launcher_for`` is raised)."""
+    the same environment and the same argv but for the command (its rlimits and sizes are in the argv; its
+    memory and process caps are the sandbox's group's, whichever run sets them first). Changes nothing (an
+    ``OSError`` of ``launcher_for`` is raised)."""
     return not ahead.ended and run_env == ahead.env and launcher_for(launch.late_argv(ahead.fd)) == ahead.full
+
+
+def pick(waiting: Waiting, run_env: dict[str, str],
+         launcher_for: Callable[[list[str], cgroups.Group | None], list[str]]) -> Ahead | None:
+    """The first of ``waiting`` that :func:`fits` a run (``launcher_for(command, group)``: that run's own
+    launcher in a given run group), removed from the list; None if none does (the list is left as it is, and
+    counted in ``passed_by`` if it held any)."""
+    for candidate in list(waiting):
+        if fits(candidate, run_env, lambda late: launcher_for(late, candidate.group)):
+            waiting.remove(candidate)
+            return candidate
+    waiting.passed_by += bool(waiting)
+    return None
 
 
 def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:

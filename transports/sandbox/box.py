@@ -70,7 +70,6 @@ import secrets
 import signal
 import tempfile
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 
 from tasks.fixture import materialize
@@ -83,7 +82,7 @@ from .isolation import SYSTEM_PATH, Isolation, isolation_available, warn_no_isol
 from .launch import FILES_INSIDE, INSIDE_ROOT, shell_identities
 from .leftovers import discard, sweep_leftovers
 from .limits import Limits, which_limit
-from .ahead import PLAIN, Ahead, Launch
+from .ahead import PLAIN, Launch, Waiting
 from .execution import ArgumentTooLong, Bind, Execution, SandboxError, exit_code_of
 from .process import NotReleased, Stdin, TooLong, run_traced
 from .userland import default_userland
@@ -109,9 +108,7 @@ class Sandbox:
         self.mounted = False
         self.closed = False
         self.files: Path | None = None  # host-written files (write_file): outside the root, bound read-only
-        self.waiting: list[Ahead] = []  # launchers started ahead for the first runs (transports.sandbox.pool);
-        # a list shared by every view of the sandbox (copy.copy), so a launcher one run took is gone for all
-        self.passed_by = 0  # runs that found launchers waiting, none of which fitted them
+        self.waiting = Waiting()  # launchers started ahead for the first runs (transports.sandbox.ahead)
 
     @classmethod
     def create(cls, task: Task | None = None, limits: Limits | None = None,
@@ -188,11 +185,7 @@ class Sandbox:
         """Start the first runs' launchers now, before any run, one per ``launches``
         (:mod:`transports.sandbox.ahead`); False when none was started (each run then starts its own, as always)."""
         if self.isolation == "bwrap" and not self.runs and not self.waiting and not self.closed:
-            for how in launches:
-                started = ahead.start(self.cgroup, self.limits, self.env(how.env), self.workdir,
-                                      partial(self.launcher, binds=how.binds, network=how.network))
-                if started is not None:
-                    self.waiting.append(started)
+            self.waiting += ahead.start_each(launches, self.cgroup, self.limits, self.env, self.workdir, self.launcher)
         return bool(self.waiting)
 
     def __enter__(self) -> "Sandbox":
@@ -322,19 +315,6 @@ class Sandbox:
             return lambda: None
         return lambda: cgroups.kill_all(group)
 
-    def _take_waiting(self, argv: list[str], run_env: dict[str, str], network: bool, binds: tuple[Bind, ...],
-                      cwd: Path | None) -> tuple[Ahead, bytes] | None:
-        """The launcher started ahead that this run's own would equal, taken, with its argument file; None:
-        the run starts its own. An ``OSError`` (a bind's source) is raised, the launchers left waiting."""
-        for waiting in list(self.waiting):
-            if ahead.fits(waiting, run_env, lambda late, w=waiting: self.launcher(
-                    late, network=network, binds=binds, cwd=cwd, group=w.group, env=run_env)[0]):
-                self.waiting.remove(waiting)
-                return ahead.take(waiting, argv)
-        if self.waiting:
-            self.passed_by += 1
-        return None
-
     async def run(self, argv: list[str], *, env: dict[str, str] | None = None, network: bool = False,
                   binds: tuple[Bind, ...] = (), cwd: Path | None = None, stdin: Stdin = None,
                   watch: frozenset[exectrace.Identity] = frozenset(),
@@ -356,8 +336,10 @@ class Sandbox:
         while True:
             taken, group = None, None
             try:
-                if first_try:
-                    taken = self._take_waiting(argv, run_env, network, binds, cwd)
+                if first_try:  # the launcher started ahead that this run's own would equal, if one waits
+                    found = ahead.pick(self.waiting, run_env, lambda late, g: self.launcher(
+                        late, network=network, binds=binds, cwd=cwd, group=g, env=run_env)[0])
+                    taken = ahead.take(found, argv) if found is not None else None
                 if taken is not None:
                     group, full, stages = taken[0].group, taken[0].full, 0
                 else:

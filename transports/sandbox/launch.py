@@ -89,8 +89,10 @@ trace."""
 
 
 def late_argv(fd: int) -> list[str]:
-    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``."""
-    return ["/bin/bash", "--noprofile", "--norc", "-c", LATE_GATE.format(fd=fd)]
+    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``. Privileged mode
+    (``-p``): the gate reads nothing of the environment it hands on (``BASH_ENV``, exported functions,
+    ``SHELLOPTS``), so what a transport's launch puts there runs nothing before the command's exec."""
+    return ["/bin/bash", "--noprofile", "--norc", "-p", "-c", LATE_GATE.format(fd=fd)]
 
 
 LATE_EXECS = 2

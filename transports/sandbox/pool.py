@@ -116,7 +116,7 @@ def ran(box: Sandbox, transport: str, held: Sequence[Ahead]) -> None:
     runs could take one (each wanted another launcher) gets none started ahead from then on. A run that
     took one but passed it by for its own reasons (an argument file too long) changes nothing."""
     left = {id(w) for w in box.waiting}
-    if held and box.passed_by and all(id(w) in left for w in held):
+    if held and box.waiting.passed_by and all(id(w) in left for w in held):
         _no_ahead.add(transport)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from inspect_ai.tool import Tool, ToolDef, ToolParam, ToolParams
 
-from qb_server.tools import COMMAND_DESCRIPTION, SHELL_DESCRIPTION, render
+from qb_server.observation import COMMAND_DESCRIPTION, SHELL_DESCRIPTION, render
 from tasks.load import get_task
 from transports.execute import execute
 
