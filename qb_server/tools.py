@@ -22,13 +22,12 @@ from pydantic import Field
 from tasks.load import UnknownTaskError, get_task
 from tasks.schema import Task
 from transports.lint import LintError, lint
-from transports.results.record import Record
 
 from .config import ServerConfig
 from .guard import said
 from .keys import Serving
-from .observation import COMMAND_DESCRIPTION, HARNESS_TEXT, RECORD_META, SHELL_DESCRIPTION, render
-from .sessions import HARNESS, SessionKey, SessionManager, client_name
+from .observation import COMMAND_DESCRIPTION, RECORD_META, SHELL_DESCRIPTION, render
+from .sessions import SessionKey, SessionManager, client_name
 
 TASK_URI = "quotebench://task"
 

@@ -169,7 +169,7 @@ def test_epochs_are_draws_each_generated_once(tmp_path: Path) -> None:
 def test_native_offers_our_bash_tool_never_runs_it_and_replays_the_call(tmp_path: Path) -> None:
     from inspect_ai.model import ModelOutput
 
-    from qb_server.tools import SHELL_DESCRIPTION
+    from qb_server.observation import SHELL_DESCRIPTION
 
     offered: list[list[str]] = []
 

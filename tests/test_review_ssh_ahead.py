@@ -4,12 +4,10 @@ works; a strict xfail names a defect found in review."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import anyio

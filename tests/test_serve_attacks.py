@@ -31,7 +31,7 @@ from test_mcp_server import HttpServer, _calls, _ends, _lines, _meta, _stdio, ht
 
 from qb_server.app import build_app
 from qb_server.sessions import SessionKey
-from qb_server.tools import HARNESS_TEXT
+from qb_server.observation import HARNESS_TEXT
 from qb_server.worker import Overrun, Worker, stuck
 from transports.sandbox import Limits
 
