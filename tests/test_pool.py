@@ -81,16 +81,30 @@ def test_a_run_with_its_own_binds_or_an_argument_over_64_kib_starts_its_own_laun
     assert not waiting.used and early.received == own.received and early.execution.stdout.text == "hi\n"
 
 
+async def _with_killed_launcher(run):
+    """``run(box)`` in a sandbox whose launcher started ahead was killed while it waited."""
+    with Sandbox.create(get_task(TASK)) as box:
+        assert box.start_ahead()
+        waiting = box.waiting[0]
+        waiting.tracer.kill_all()
+        waiting.tracer.main_exited.wait(10)
+        return await run(box), waiting
+
+
+async def _stream(*chunks: bytes):
+    for c in chunks:
+        await anyio.sleep(0.01)
+        yield c
+
+
 @BWRAP
 def test_a_launcher_killed_while_it_waits_is_replaced_by_the_runs_own() -> None:
-    async def go():
-        with Sandbox.create(get_task(TASK)) as box:
-            assert box.start_ahead()
-            waiting = box.waiting[0]
-            waiting.tracer.kill_all()
-            waiting.tracer.main_exited.wait(10)
-            return await get("raw").deliver("echo alive", box), waiting
-    d, waiting = anyio.run(go)
+    """Also for a streamed input: nothing is taken from it before the command's exec, so the run's own
+    launcher gets it whole."""
+    ex, waiting = anyio.run(_with_killed_launcher, lambda box: box.run(["bash", "-c", "cat; echo"],
+                                                                       stdin=_stream(b"first ", b"second")))
+    assert not waiting.used and ex.stdout.text == "first second\n" and ex.exit_code == 0
+    d, waiting = anyio.run(_with_killed_launcher, lambda box: get("raw").deliver("echo alive", box))
     assert not waiting.used and d.execution.stdout.text == "alive\n" and d.received == "echo alive"
 
 
