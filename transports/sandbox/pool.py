@@ -4,7 +4,7 @@ record asks for them (:func:`take`), built on a thread of their own while the pr
 What is shared
     Nothing a run can write. Each sandbox is built fresh, exactly as :meth:`Sandbox.create` builds one, and
     used for one record, then closed as every sandbox is; only the fixture is written when it is taken (the
-    root is empty until then, and nothing of a command has run in it). Its launcher
+    root is empty until then, and nothing of a command has run in it). Its launchers
     (:mod:`transports.sandbox.ahead`) are the ones its first runs would start, started early (one per
     :class:`~transports.sandbox.ahead.Launch` its transport names); a run that would start another starts its
     own.
