@@ -302,11 +302,18 @@ def test_a_harness_sigkilled_mid_run_takes_untraced_and_nested_processes_along()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     workdir = Path(done.stdout.split()[0])
-    time.sleep(0.5)
-    before = [(workdir / n).read_text() if (workdir / n).exists() else None for n in "uv"]
-    time.sleep(0.5)
-    after = [(workdir / n).read_text() if (workdir / n).exists() else None for n in "uv"]
-    assert None not in before and leftovers() == [] and before == after
+    # read through descriptors opened now: another process's first sandbox sweeps what a dead harness left
+    # (its root included), and a writer still alive would go on writing these same files (date's > truncates)
+    fds = [os.open(workdir / n, os.O_RDONLY) for n in "uv"]
+    try:
+        time.sleep(0.5)
+        before = [os.pread(fd, 100, 0) for fd in fds]
+        time.sleep(0.5)
+        after = [os.pread(fd, 100, 0) for fd in fds]
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert all(before) and leftovers() == [] and before == after
 
 
 @BWRAP
