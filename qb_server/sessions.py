@@ -51,7 +51,7 @@ import anyio
 from tasks.schema import Task
 from tasks.validate import Verdict, validate
 from transports.base import Delivery, Transport
-from transports.execute import HARNESS as EXECUTE_HARNESS, build_record, deliver, verdict_for
+from transports.execute import HARNESS, build_record, deliver, verdict_for  # HARNESS: replay's prefix too
 from transports.results.record import ConfigInfo, Record, capped
 from transports.sandbox import Sandbox
 from transports.results.store import JsonlWriter
@@ -65,8 +65,6 @@ from .session import Session
 from .worker import one_line, stuck
 
 SESSION_END = "session-end"
-HARNESS = EXECUTE_HARNESS
-"""Prefix of the ``error`` of a call the harness failed (replay's harness errors have the same)."""
 HARNESS_END = "harness error"
 """The end reason of a sandbox ended because the harness failed in it."""
 

@@ -32,7 +32,6 @@ from .sessions import SessionKey, SessionManager, client_name
 TASK_URI = "quotebench://task"
 
 
-
 def _json_result(obj: Any) -> CallToolResult:
     data = obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],

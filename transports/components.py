@@ -85,15 +85,20 @@ class Component:
         return npm_cache.status(self.package, self.version or "", node=self.node)
 
     @property
+    def imported(self) -> bool:
+        """A Python module this process has imported: it stays importable (its metadata need not be read)."""
+        return self.kind == "python" and sys.modules.get(self.module or self.name) is not None
+
+    @property
     def quick(self) -> bool:
         """Whether :meth:`ensure` is a lookup cheap enough for the event loop: a program on PATH, or a Python
-        module this process has imported (it stays importable; its distribution's metadata is not read)."""
-        return self.kind == "program" or self.kind == "python" and sys.modules.get(self.module or self.name) is not None
+        module already imported."""
+        return self.kind == "program" or self.imported
 
     def ensure(self) -> None:
         """Make sure it is usable, installing an npm package or a venv on first use; MissingComponent (one line) if
         not. An install failure is remembered for the rest of the process (see npm_cache)."""
-        if self.kind == "python" and sys.modules.get(self.module or self.name) is not None:
+        if self.imported:
             return
         if self.kind == "npm":
             npm_cache.package_dir(self.package, self.version or "", timeout_s=self.install_timeout_s)

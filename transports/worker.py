@@ -11,8 +11,9 @@ Protocol (the parent is the only peer: stdin and stdout are pipes it holds)
       (:func:`settings`), each later one ``(task, transport, command, limits, fields)``: the parent's own
       objects, so a suite file changed on disk meanwhile changes nothing here.
     * Lines from the worker: ``R`` and the record's JSON (ASCII: a lone surrogate as its escape), or ``E``
-      and a one-line error, per execution, in order. The record is rebuilt by the parent from JSON (pydantic, validated), never unpickled: the
-      worker runs hostile commands, and what it sends back is data.
+      and a one-line error, per execution, in order. The record is rebuilt by the parent from JSON
+      (pydantic, validated), never unpickled: the worker runs hostile commands, and what it sends back is
+      data.
     * stdout is the protocol only: anything else this process prints goes to stderr (descriptor 1 is made
       a copy of 2), which the parent forwards.
 
@@ -84,7 +85,7 @@ def _read_frame(src: BinaryIO) -> Any:
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes")
     data = _read(src, size)
-    return None if data is None else pickle.loads(data)
+    return None if data is None else pickle.loads(data)  # from the parent, which started this process
 
 
 async def _serve(src: BinaryIO, out: BinaryIO) -> None:

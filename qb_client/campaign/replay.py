@@ -47,9 +47,8 @@ from ..console import fail
 from ..replies.store import Duplicates, SuiteCheck, no_replies, store_lines, torn_warning, warn
 from .jobs import cpu_count, stamped
 from .limits import command_limits
-from .work import describe
+from .work import describe, stored_label
 from .workers import Workers, execute_with, maybe_workers
-from .work import stored_label
 
 HARNESS = "harness"
 """Prefix of the ``error`` of a record whose execution raised (see the module docstring)."""

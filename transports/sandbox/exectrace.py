@@ -472,7 +472,8 @@ class Tracer:
             env=ptrace.split(env[0]) if env else None, env_complete=not watched or bool(env and env[1]),
         )
         self.trace.execs.append(record)
-        self.began.set()
+        if not self.began.is_set():
+            self.began.set()
         if self.input_of is not None and self.trace.reader is None and self.input_of(record):
             self.copy.adopt(pid, record)
 

@@ -132,13 +132,16 @@ _tokens: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
 
 
-def _token_for(sandbox: Sandbox, make: bool) -> str | None:
-    """The token the launcher started ahead for ``sandbox``'s local side holds (``make``: made now, for it
-    alone); taken by the delivery (``make=False``), so a token serves one delivery."""
+def _token_ahead(sandbox: Sandbox) -> str:
+    """A token made for ``sandbox`` alone, for the launcher of its local side started ahead."""
     with _tokens_lock:
-        if make:
-            _tokens[sandbox] = new_token()
-            return _tokens[sandbox]
+        token = _tokens[sandbox] = new_token()
+    return token
+
+
+def _take_token(sandbox: Sandbox) -> str | None:
+    """The token made ahead for ``sandbox``, taken by its delivery (so it serves one), or None."""
+    with _tokens_lock:
         return _tokens.pop(sandbox, None)
 
 
@@ -223,7 +226,7 @@ class Ssh:
         ep = ready_endpoint(self.remote, kind)
         if ep is None:
             return PLAIN
-        token = _token_for(sandbox, make=True) if ep.server is not None else None
+        token = _token_ahead(sandbox) if ep.server is not None else None
         local = Launch(_client_env(ep, kind, token), ep.binds(kind, sandbox), ep.network(kind))
         return (local, *PLAIN) if ep.server is not None else (local,)
 
@@ -254,7 +257,7 @@ class Ssh:
         token: str | None = None
         session: Session | None = None
         if server is not None:
-            token = server.open(sandbox, self.shell, _token_for(sandbox, make=False))
+            token = server.open(sandbox, self.shell, _take_token(sandbox))
         wrapper = str(ep.enter[kind].parent / f"bin-{kind}" / "ssh")
         env = _client_env(ep, kind, token)
         try:
