@@ -256,7 +256,6 @@ def run_cmd(
 
     from ..campaign.oneshot import Campaign, check_resume_files
     from ..campaign.work import Plan
-    from ..campaign.native import NativeExecutor
     from ..adapters.providers.factory import make_provider
     from ..adapters.providers.retry import RetryPolicy
 
@@ -291,6 +290,8 @@ def run_cmd(
                 api_concurrency=api_concurrency, exec_concurrency=jobs,
                 server_url=server, native_tool=kind, turns=turns)
     if server and "native" in contract_names:
+        from ..campaign.native import NativeExecutor  # the MCP SDK: 1.3 s of CPU, for a server alone
+
         anyio.run(NativeExecutor.probe, server)  # unreachable, or without --control: NativeError, exit 2
     check_out_dir(out_dir)
     check_resume_files(out_dir)  # a bad line: one error before any progress bar

@@ -5,15 +5,22 @@ from __future__ import annotations
 import os
 import re
 from html import escape
+from types import ModuleType
 from typing import Any
 
-from matplotlib.colors import to_hex
-
-from . import fmt, plots, turns
+from . import fmt, turns
 from .compute import NEEDS_TWO, comparison_note, selection_detail
 from .groups import designs_note, heading
 from .load import ReportInputError
 from .style import CSS
+
+
+def _plots() -> ModuleType:
+    """The figures' module, imported on the first page rendered: it imports matplotlib (about 0.4 s of CPU),
+    which a terminal or JSON report, and every command that imports the report package, never needs."""
+    from . import plots
+
+    return plots
 
 
 def _e(x: Any) -> str:
@@ -40,7 +47,9 @@ def _rate_td(rate: float | None, heat: bool = False) -> str:
         return _td(fmt.MISSING, "num missing", NOT_RUN_BG if heat else "", "not run" if heat else "")
     style = ""
     if heat:
-        bg = plots.PASS_CMAP(rate)
+        from matplotlib.colors import to_hex
+
+        bg = _plots().PASS_CMAP(rate)
         dark = 0.299 * bg[0] + 0.587 * bg[1] + 0.114 * bg[2] < 0.55
         style = f"background:{to_hex(bg)};color:{'#fff' if dark else '#1f2937'}"
     return _td(fmt.pct(rate), "num", style)
@@ -97,7 +106,7 @@ def _paths(configs: list[dict[str, Any]]) -> str:
             "damage<small>Y(path) &minus; Y(raw on the same shell)</small>"]
     body = [_td(_e(c["label"]), "label") + _td(_e(r["transport"]), "label") + _td(_e(r["shell"])) + _rate_td(r["rate"])
             + _td(_e(r["baseline"])) + _stat_td(r["damage"]) for c, r in rows]
-    return (_figure(plots.paths_svg(configs), "Bars: damage of each transport or deployment path for raw replies, "
+    return (_figure(_plots().paths_svg(configs), "Bars: damage of each transport or deployment path for raw replies, "
                                               "relative to raw on the same final shell, with family-bootstrap 95% "
                                               "intervals.") + _table(head, body) + _baseline_hint(configs))
 
@@ -114,7 +123,7 @@ def _harnesses(configs: list[dict[str, Any]]) -> str:
             + _td(f'{fmt.pct(r["rate"])} <span class="ci">{fmt.count(r["passed"])}/{r["n"]}</span>', "num")
             + _td(_e(r["baseline"])) + _stat_td(r["damage"]) + _td(str(r["refused"]), "num" + (" warn" if r["refused"] else ""))
             for c, r in rows]
-    return (_figure(plots.harnesses_svg(configs), "Bars: damage of each agent harness for each contract's replies, "
+    return (_figure(_plots().harnesses_svg(configs), "Bars: damage of each agent harness for each contract's replies, "
                                                   "relative to raw on the same final shell under the same contract, "
                                                   "with family-bootstrap 95% intervals.") + _table(head, body))
 
@@ -164,7 +173,7 @@ def _ranks(doc: dict[str, Any], key: str = "rank") -> str:
                  f'at {fmt.pct(sel["best_nn"])}%.</p>')
     if why := fmt.restricted_why(ra):
         parts.append(f'<p class="note">{_e(why)}</p>')
-    parts.append(_figure(plots.rank_svg(doc, key), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
+    parts.append(_figure(_plots().rank_svg(doc, key), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
                                                "whose order strictly reverses; ranks share a number when scores tie."))
     if note:
         parts.append(f'<p class="note">{_e(note)}</p>')
@@ -218,7 +227,7 @@ def _contracts(configs: list[dict[str, Any]]) -> str:
 
 
 def _families(configs: list[dict[str, Any]]) -> str:
-    out = [_figure(plots.heatmap_svg(configs), "Pass rate % per family (rows) and cell (columns), grouped by config. "
+    out = [_figure(_plots().heatmap_svg(configs), "Pass rate % per family (rows) and cell (columns), grouped by config. "
                                                "Hatched: the cell was not run for that family.")]
     for c in configs:
         if not c["families"]:
@@ -290,7 +299,7 @@ def render_html(doc: dict[str, Any]) -> str:
          '<p class="formula">Y<sub>NN</sub> &minus; Y<sub>RR</sub> = (Y<sub>RN</sub> &minus; Y<sub>RR</sub>) + '
          '(Y<sub>NN</sub> &minus; Y<sub>RN</sub>): <b>matched gap</b> = <b>transport damage</b> + <b>compensation</b></p>'
          + _headline(configs)
-         + _figure(plots.decomposition_svg(configs), "Bars: transport damage and compensation with family-bootstrap 95% "
+         + _figure(_plots().decomposition_svg(configs), "Bars: transport damage and compensation with family-bootstrap 95% "
                                                       "intervals. Diamond: matched gap, the sum of the two.")
          + _decomposition(configs) + BOUNDARY_COST),
         ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
