@@ -100,3 +100,29 @@ def test_help_metavars_read_like_the_command_line() -> None:
     for wrong in ("<bool>", "<list[Path]>", "<str>", "{RESULTS.jsonl", "<path>"):
         assert wrong not in report + qb("exec", "--help").stdout + qb("serve", "--help").stdout, wrong
     assert "[TRANSPORT]" in qb("serve", "--help").stdout
+
+
+HEAVY = ("scipy", "matplotlib", "anthropic", "openai", "mcp")
+"""Libraries a command imports only when it uses them: each costs 0.4 to 1.3 s of CPU at every start."""
+
+
+def heavy_imports(*args: str, cwd: Path) -> tuple[int, list[str]]:
+    """The exit code of ``quotebench ARGS`` and which of :data:`HEAVY` it imported, read from its ``sys.modules``."""
+    code = ("import sys\nfrom qb_client.cli import main\ncode = 0\ntry:\n    main()\nexcept SystemExit as e:\n"
+            "    code = e.code\nprint('HEAVY', [m for m in %r if m in sys.modules])\nsys.exit(code)" % (HEAVY,))
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL, cwd=cwd)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("HEAVY "))
+    return r.returncode, eval(line[6:])  # noqa: S307 - our own print of a list of names
+
+
+def test_an_offline_run_its_report_and_a_one_line_error_import_no_sdk_scipy_or_matplotlib(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    assert heavy_imports("run", "--model", "reference", "--tasks", "file-write/control", "--contracts", "raw",
+                         "--transports", "raw", "--out", str(out), "--json", cwd=tmp_path) == (0, [])
+    assert heavy_imports("report", str(out / "results.jsonl"), cwd=tmp_path) == (0, [])
+    assert heavy_imports("report", str(tmp_path / "absent.jsonl"), cwd=tmp_path) == (2, [])
+    assert heavy_imports("run", "--model", "reference", "--effort", "hgih", "--out", str(out), cwd=tmp_path)[0] == 2
+    # the page draws its figures with matplotlib: imported when a page is asked for
+    assert heavy_imports("report", str(out / "results.jsonl"), "--html", str(tmp_path / "r.html"),
+                         cwd=tmp_path) == (0, ["matplotlib"])
