@@ -444,6 +444,55 @@ def test_a_forked_child_never_takes_its_parents_sandbox_and_leaves_it_waiting() 
 
 
 @BWRAP
+def test_a_child_forked_while_the_parents_threads_hold_the_sandbox_locks_runs_its_own_record() -> None:
+    """The parent's builder, cleanup thread and cgroup probe may each hold a lock at the moment of a fork (the
+    main thread holds them here, which the child sees the same way): the child gets its own, and its own
+    cgroup parent, never its parent's directory and names."""
+    done = _python("""
+        import anyio, os, signal, sys
+        from tasks.load import get_task
+        from transports.execute import execute
+        from transports.sandbox import ahead, cgroups, isolation, pool, reaper
+        task = get_task('file-write/control')
+        anyio.run(execute, task, 'raw', 'true')
+        held = [pool._lock, reaper._lock, cgroups._detect_lock, cgroups._hits_lock, ahead._lock, isolation._deciding]
+        for lock in held:
+            lock.acquire()
+        child = os.fork()
+        if child == 0:
+            signal.alarm(60)  # a lock copied held: the child hangs, and this ends it with SIGALRM
+            r = anyio.run(execute, task, 'raw', 'echo child')
+            assert r.stdout.text == 'child\\n', r
+            dirs = cgroups.available().dirs.values() if cgroups.available() else []
+            assert all(d.name == f'quotebench-{os.getpid()}' for d in dirs), dirs
+            sys.exit(0)
+        for lock in held:
+            lock.release()
+        _, status = os.waitpid(child, 0)
+        print('child', os.waitstatus_to_exitcode(status))
+        """, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "child 0", (done.stdout, done.stderr[-3000:])
+
+
+@BWRAP
+def test_a_launcher_that_dies_before_its_gate_is_given_up_at_once() -> None:
+    """A launcher started ahead that ends before it reaches its gate (killed at the harness's exit, when its
+    cgroups are removed) is no longer waited for: with a gate wait of 1000 s, this would hang."""
+    done = _python("""
+        import os, tempfile, time
+        from pathlib import Path
+        from transports.sandbox import ahead, Limits
+        ahead.GATE_WAIT_S = 1000.0
+        work = Path(tempfile.mkdtemp())
+        start = time.monotonic()
+        found = ahead.start(None, Limits(), {'PATH': '/usr/bin:/bin'}, work,
+                            lambda argv, group, env: (['/bin/sh', '-c', 'exit 3'], 0))
+        print(found, time.monotonic() - start < 500)
+        """, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["None", "True"], (done.stdout, done.stderr[-3000:])
+
+
+@BWRAP
 def test_more_keys_than_the_pool_holds_keep_at_most_sixteen_waiting_and_end_the_others() -> None:
     done = _python("""
         import anyio, functools, os, time

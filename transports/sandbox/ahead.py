@@ -42,6 +42,7 @@ from .process import discard_ready
 
 
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))  # a parent's thread may hold it
 GATE_WAIT_S = 10.0
 """How long a launcher started ahead may take to reach its gate before it is given up."""
 

@@ -1,11 +1,10 @@
 """Control groups for sandboxed runs: a process-count limit and a memory limit.
 
 Why cgroups
-    RLIMIT_NPROC does nothing for uid 0, and campaigns often run as root (CI,
-    containers), so a fork bomb would otherwise have until the wall clock to exhaust
-    the host's process table; and an rlimit on address space breaks programs that
-    reserve much and use little. A memory cgroup counts what a run really uses, the
-    pages of its tmpfs files included, and its OOM killer ends only that run.
+    RLIMIT_NPROC does nothing for uid 0, and campaigns often run as root (CI, containers), so a fork bomb would
+    otherwise have until the wall clock to exhaust the host's process table; and an rlimit on address space
+    breaks programs that reserve much and use little. A memory cgroup counts what a run really uses, the pages
+    of its tmpfs files included, and its OOM killer ends only that run.
 
 Layout
     ``<root>/quotebench-<pid>/sandbox-<n>/run-<m>``: a parent per harness process, a group per sandbox holding
@@ -25,15 +24,15 @@ Refused forks
     already removed included (their count is kept when they go).
 
 Machines differ (``mechanisms()`` says what applied, and records carry it)
-    * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine):
-      ``cgroup-v1``;
-    * a pure cgroup v2 host where this process may create groups under the root
-      with the ``pids`` and ``memory`` controllers enabled: ``cgroup-v2``;
-    * otherwise, or with ``QB_NO_CGROUP=1``: processes ``none`` (the wall clock and
-      the process-group kill still end a runaway) and memory ``rlimit-as`` (an
-      address-space limit set by the limit wrapper, ``ulimit -v``).
-    A process killed before its atexit leaves its groups behind; the next harness
-    process removes the groups of processes that no longer exist, and only those.
+    * cgroup v1 with writable ``pids`` and ``memory`` hierarchies (this machine): ``cgroup-v1``;
+    * a pure cgroup v2 host where this process may create groups under the root with the ``pids`` and
+      ``memory`` controllers enabled: ``cgroup-v2``;
+    * otherwise, or with ``QB_NO_CGROUP=1``: processes ``none`` (the wall clock and the process-group kill
+      still end a runaway) and memory ``rlimit-as`` (an address-space limit set by the limit wrapper,
+      ``ulimit -v``).
+    A process killed before its atexit leaves its groups behind; the next harness process removes the groups
+    of processes that no longer exist, and only those. A forked child probes a parent group of its own: in its
+    parent's, under the names the parent makes next (the counter is copied), it would kill the parent's runs.
 """
 
 from __future__ import annotations
@@ -101,10 +100,9 @@ def _probe() -> tuple[str | None, dict[str, Path]]:
             except OSError:
                 continue
             parents[c] = root / f"quotebench-{pid}"
+            at_exit(_remove_dir, parents[c])
             if c == "memory":  # children inherit it: a run's pages count against its sandbox's limit
                 _try_write(parents[c] / "memory.use_hierarchy", "1")
-        for p in parents.values():
-            at_exit(_remove_dir, p)
         return ("cgroup-v1" if parents else None), parents
     if (CGROUP_ROOT / "cgroup.controllers").is_file() and _writable(CGROUP_ROOT):
         try:
@@ -139,8 +137,7 @@ def _parents() -> dict[str, Path]:
 
 def mechanisms() -> dict[str, str]:
     """How the process and memory limits are applied on this machine (see the module docstring)."""
-    parents = _parents()
-    version = _State.version or "none"
+    parents, version = _parents(), _State.version or "none"
     return {"processes": version if "pids" in parents else "none",
             "memory": version if "memory" in parents else "rlimit-as"}
 
@@ -158,8 +155,7 @@ def new_group(max_pids: int, memory: int | None = None) -> Group | None:
     if not parents:
         return None
     name = f"sandbox-{next(_counter)}"
-    dirs = {c: p / name for c, p in parents.items()}
-    group = Group(dirs)
+    group = Group(dirs := {c: p / name for c, p in parents.items()})
     try:
         for d in group.unique():
             d.mkdir()
@@ -233,10 +229,8 @@ def _counter_in(path: Path, key: str) -> int:
 def oom_killed(group: Group | None) -> bool:
     """Whether the memory controller's OOM killer ran in this (run) group."""
     mem = group.dirs.get("memory") if group is not None else None
-    if mem is None:
-        return False
-    events = mem / ("memory.events" if _State.version == "cgroup-v2" else "memory.oom_control")
-    return _counter_in(events, "oom_kill") > 0
+    events = "memory.events" if _State.version == "cgroup-v2" else "memory.oom_control"
+    return mem is not None and _counter_in(mem / events, "oom_kill") > 0
 
 
 def refused_in_run(run: Group | None) -> int | None:
@@ -296,19 +290,16 @@ def _subgroups(d: Path) -> list[Path]:
 
 _hits_lock = threading.Lock()
 _removed_hits: dict[Path, int] = {}
-"""Refused forks counted in run groups already removed (or being removed), by the pids directory of their
-sandbox."""
+"""Refused forks counted in run groups already removed (or being removed), by their sandbox's pids directory."""
 _removing: set[Path] = set()
 """pids directories being removed: their count moved to the tally before the removal began."""
 
 
 def _tally(sandbox: Path, hits: int) -> None:
-    if hits:
-        left = _removed_hits.get(sandbox, 0) + hits
-        if left:
-            _removed_hits[sandbox] = left
-        else:
-            _removed_hits.pop(sandbox, None)
+    if hits and (left := _removed_hits.get(sandbox, 0) + hits):
+        _removed_hits[sandbox] = left
+    elif hits:
+        _removed_hits.pop(sandbox, None)
 
 
 def kill_all(group: Group | None) -> None:
@@ -398,3 +389,12 @@ def _sweep_stale(root: Path) -> None:
             _remove_dir(old)
         except (ValueError, PermissionError, OSError):
             pass
+
+
+def _forked() -> None:  # a parent group of its own (the module's Layout); a thread of the parent may hold a lock
+    global _detect_lock, _hits_lock
+    _State.checked, _State.version, _State.parents = False, None, {}
+    _detect_lock, _hits_lock = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)

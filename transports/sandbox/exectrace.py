@@ -131,7 +131,7 @@ class Tracer:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.late_fd = late_fd  # a pre-started launcher's argument file: the run is bound by release()
         self.late_env: bytes | None = None  # the environment bwrap gave that launcher's gate, as the kernel held it
-        self.gate_reached = threading.Event()
+        self.gate_reached = threading.Event()  # a launcher started ahead is at its second gate, or the run is over
         self.watch = watch
         self.inner = inner
         self.skip = launcher_execs
@@ -259,6 +259,7 @@ class Tracer:
         except BaseException as e:  # noqa: BLE001 - handed to start()'s caller
             self._error = e
             self._started.set()
+            self.gate_reached.set()
             self.began.set()
             self._done.set()
             return
@@ -269,6 +270,7 @@ class Tracer:
             self._link_parents()
             self.copy.finish()
             self.main_exited.set()
+            self.gate_reached.set()
             self.began.set()
             self._done.set()
 

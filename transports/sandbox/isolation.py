@@ -23,6 +23,7 @@ _warned = False
 
 _bwrap_path: list[str | None] = []
 _deciding = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_deciding=threading.Lock()))  # a parent's thread may hold it
 
 
 _bwrap_problem: list[str] = []

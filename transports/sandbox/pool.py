@@ -64,7 +64,6 @@ _jobs: "queue.Queue[tuple[Hashable, str, Limits, Launches | None, int]]" = queue
 _asked = 0  # builds asked for, in order; the builder finishes them in that order
 _built = 0  # the last of them finished (built, or given up)
 _thread: threading.Thread | None = None
-_pid = os.getpid()
 _closing = False
 
 
@@ -121,19 +120,13 @@ def ran(box: Sandbox, transport: str, held: Sequence[Ahead]) -> None:
 
 
 def _ask(key: Hashable, transport: str, limits: Limits, launches: Launches | None) -> None:
-    global _thread, _pid, _jobs, _asked, _built
+    global _thread, _asked
     with _lock:
-        if _pid != os.getpid():  # a forked child: its parent's sandboxes and jobs are not its own
-            _idle.clear()
-            _pending.clear()
-            _jobs = queue.Queue()
-            _thread = None
-            _asked = _built = 0
         if len(_idle.get(key, ())) + _pending.get(key, 0) >= DEPTH:
             return
         _pending[key] = _pending.get(key, 0) + 1
         if _thread is None or not _thread.is_alive():
-            _thread, _pid = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True), os.getpid()
+            _thread = threading.Thread(target=_build, args=(_jobs,), name="qb-pool", daemon=True)
             _thread.start()
         _asked += 1
         _jobs.put((key, transport, limits, launches, _asked))
@@ -177,7 +170,7 @@ def drain(timeout_s: float = EXIT_WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     with _lock:
         last = _asked  # builds asked for later (a campaign still taking) are not waited for
-    while _pid == os.getpid() and _built < last and time.monotonic() < deadline:
+    while _built < last and time.monotonic() < deadline:
         time.sleep(0.01)
     with _lock:
         boxes = [b for k, v in _idle.items() if k[0] == os.getpid() for b in v]  # type: ignore[index]
@@ -194,4 +187,14 @@ def close_idle() -> None:
     drain()
 
 
+def _forked() -> None:
+    """In a forked child: the parent's sandboxes, jobs and builder are not its own (closing one would kill the
+    parent's launcher), and its lock may have been held by the parent's builder at the fork."""
+    global _lock, _jobs, _thread, _asked, _built
+    _lock, _jobs, _thread, _asked, _built = threading.Lock(), queue.Queue(), None, 0, 0
+    _idle.clear()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 atexit.register(close_idle)

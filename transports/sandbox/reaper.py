@@ -20,7 +20,6 @@ DRAIN_S = 20.0
 
 _jobs: "queue.Queue[Callable[[], None] | None]" = queue.Queue()
 _thread: threading.Thread | None = None
-_pid = 0
 _lock = threading.Lock()
 
 
@@ -37,11 +36,11 @@ def _work() -> None:
 
 
 def later(job: Callable[[], None]) -> None:
-    """Run ``job`` on the cleanup thread soon (inline when too many are waiting, or after a fork)."""
-    global _thread, _pid
+    """Run ``job`` on the cleanup thread soon (inline when too many are waiting)."""
+    global _thread
     with _lock:
-        if _thread is None or _pid != os.getpid() or not _thread.is_alive():
-            _thread, _pid = threading.Thread(target=_work, name="qb-reaper", daemon=True), os.getpid()
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_work, name="qb-reaper", daemon=True)
             _thread.start()
         inline = _jobs.qsize() >= MAX_PENDING
     if inline:
@@ -55,7 +54,7 @@ def later(job: Callable[[], None]) -> None:
 
 def drain(timeout_s: float = DRAIN_S) -> bool:
     """Wait until every queued job ran (at most ``timeout_s``); True when the queue is empty."""
-    if _thread is None or _pid != os.getpid():
+    if _thread is None:
         return True
     done = threading.Event()
 
@@ -67,4 +66,13 @@ def drain(timeout_s: float = DRAIN_S) -> bool:
     return done.wait(timeout_s)
 
 
+def _forked() -> None:
+    """In a forked child: the parent's queued cleanups stay the parent's (run here, they would unmount and
+    remove its sandboxes), and the queue's lock and count, copied mid-use from a thread that is not here,
+    would hang the child's first cleanup or its exit."""
+    global _jobs, _thread, _lock
+    _jobs, _thread, _lock = queue.Queue(), None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 atexit.register(drain)
