@@ -68,8 +68,22 @@ def _cache() -> Path:
     global _cache_root
     if _cache_root is None:
         _cache_root = Path(tempfile.mkdtemp(prefix=f"qb-fixture-cache-{os.getpid()}-"))
-        atexit.register(shutil.rmtree, _cache_root, True)
+        atexit.register(_remove_cache, _cache_root, os.getpid())
     return _cache_root
+
+
+def _remove_cache(root: Path, owner: int) -> None:
+    """At exit, by the process that made it: a forked child inherits the exit handler, not the cache."""
+    if os.getpid() == owner:
+        shutil.rmtree(root, True)
+
+
+def _forked() -> None:  # a thread of the parent may have held the lock at the fork; the cache stays the parent's
+    global _cache_lock, _cache_root
+    _cache_lock, _cache_root = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _git(repo: Path, home: Path, *args: str) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,26 @@ def test_block_rendering_pins_the_exact_value() -> None:
                                          "It ends with exactly one newline character.")
     assert block("é\t") == '```text\né\t\n```\nExactly, as a JSON string literal: "é\\t"\n' \
         "It ends with trailing whitespace and has no final newline."
+
+
+def test_a_forked_childs_exit_leaves_its_parents_git_fixture_cache(tmp_path: Path) -> None:
+    """The repository template a git fixture is copied from is cached per process and removed at its exit: a
+    forked child that exits must leave its parent's in place (removed while the parent copies it, the copy
+    would be torn)."""
+    code = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from tasks.fixture import materialize, template_repo
+        from tasks.load import get_task
+        task = get_task('git-commit/control')
+        template = template_repo(task.fixture.git)
+        child = os.fork()
+        if child == 0:
+            (Path({str(tmp_path)!r}) / 'b').mkdir()
+            materialize(task.fixture, Path({str(tmp_path)!r}) / 'b')
+            sys.exit(0)
+        os.waitpid(child, 0)
+        print(template.is_dir(), template_repo(task.fixture.git) == template)
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "True"], (done.stdout, done.stderr[-2000:])
