@@ -87,7 +87,6 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
         tracer = ready[0]
         assert tracer.proc is not None
         proc = tracer.proc
-        mark("launch: release the launcher started ahead")
     else:
         tracer = Tracer(argv, env=env, cwd=cwd, stdin=stdin is not None, watch=watch, launcher_execs=launcher_execs,
                         input_of=input_of, log_fd=log_fd, inner=inner)
