@@ -84,6 +84,7 @@ def _forked() -> None:  # a thread of the parent may have held the lock at the f
 
 
 os.register_at_fork(after_in_child=_forked)
+tempfile.gettempdir()  # its first call takes a lock of tempfile's: here, not in a thread a fork may copy mid-call
 
 
 def _git(repo: Path, home: Path, *args: str) -> None:

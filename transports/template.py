@@ -245,14 +245,25 @@ _lock = threading.Lock()
 
 
 def standins() -> StandIns:
-    """This process's stand-ins (remade after a fork: the parent's directory is not ours to remove)."""
+    """This process's stand-ins, removed at its exit."""
     with _lock:
-        if not _standins or _standins[0].pid != os.getpid() or not _standins[0].dir.is_dir():
+        if not _standins or not _standins[0].dir.is_dir():
             made = StandIns()
             if not _standins:
                 at_exit(lambda: _standins and _standins[0].close())
             _standins[:] = [made]
         return _standins[0]
+
+
+def _forked() -> None:
+    """A forked child makes stand-ins of its own, and removes them at its exit (the parent's are not its to
+    remove); its lock is new, since a thread of the parent may have held it at the fork."""
+    global _lock
+    _standins.clear()
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _docker_env(argv: tuple[bytes, ...]) -> dict[bytes, bytes]:

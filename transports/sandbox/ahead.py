@@ -79,6 +79,10 @@ class Ahead:
     fd: int
     used: bool = False
     ended: bool = False  # taken or dropped: a view of the sandbox (copy.copy) may hold it too, and finds it gone
+    owner: int = field(default_factory=os.getpid)
+    """The process whose tracer thread holds the launcher: a forked child's copy of the sandbox can neither take
+    it (its command would run in the parent's launcher, and the child wait for a tracer it does not have) nor
+    end it (the parent's launcher killed, its cgroup removed)."""
 
 
 def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, str], workdir: Path,
@@ -120,7 +124,8 @@ def fits(ahead: Ahead, run_env: dict[str, str], launcher_for: Callable[[list[str
     the same environment and the same argv but for the command (its rlimits and sizes are in the argv; its
     memory and process caps are the sandbox's group's, whichever run sets them first). Changes nothing (an
     ``OSError`` of ``launcher_for`` is raised)."""
-    return not ahead.ended and run_env == ahead.env and launcher_for(launch.late_argv(ahead.fd)) == ahead.full
+    return (not ahead.ended and ahead.owner == os.getpid() and run_env == ahead.env
+            and launcher_for(launch.late_argv(ahead.fd)) == ahead.full)
 
 
 def pick(waiting: Waiting, run_env: dict[str, str],
@@ -141,7 +146,7 @@ def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
     None. Either way it is no other run's: one run takes it at most, and a second call (another view of the
     same sandbox) finds it ended. An argv the argument file cannot carry ends it too."""
     with _lock:
-        if ahead.ended:
+        if ahead.ended or ahead.owner != os.getpid():
             return None
         ahead.ended = True
     payload = launch.late_payload(argv, ahead.tracer.late_env or b"")
@@ -156,7 +161,7 @@ def drop(ahead: Ahead) -> None:
     """End a launcher no run took: killed now, the rest off the caller's path; once (a later call, or one
     for a launcher a run took, does nothing)."""
     with _lock:
-        if ahead.ended:
+        if ahead.ended or ahead.owner != os.getpid():
             return
         ahead.ended = True
     _end(ahead)

@@ -357,6 +357,7 @@ class Endpoint:
 
 _endpoints: dict[Remote | None, Endpoint] = {}
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))  # a parent's thread may hold it at a fork
 _atexit_registered = False
 
 

@@ -136,6 +136,7 @@ def confine(argv: list[str], *, writable: Path, readable: tuple[Path, ...], netw
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_pid = 0
 _spawner_lock = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_spawner_lock=threading.Lock()))  # a parent's thread may hold it at a fork
 
 
 def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:

@@ -130,6 +130,7 @@ def outer_program(command: str, safe: bool = False) -> str:
 
 _tokens: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_tokens_lock=threading.Lock()))  # a parent's thread may hold it at a fork
 
 
 def _token_ahead(sandbox: Sandbox) -> str:
