@@ -25,6 +25,7 @@ def _python(code: str, *, timeout: float = 180) -> subprocess.CompletedProcess[s
 
 
 @BWRAP
+@pytest.mark.needs("openssh")
 def test_a_child_forked_while_a_parents_thread_builds_the_ssh_endpoint_runs_its_own_ssh_record() -> None:
     """transports/ssh/endpoints.py ``_lock`` is held while a worker thread builds the endpoint (its master
     included: seconds); a child forked then copies it held and hangs at its first ssh delivery."""
