@@ -181,12 +181,13 @@ class Tracer:
         self._phases = phases.current()
         os.ftruncate(self.late_fd, 0)
         os.pwrite(self.late_fd, payload, 0)
-        if self._phases is not None:  # before the line: the gate's exec, marked by this tracer, can come at once
-            self._phases.mark("launch: release the launcher started ahead")
+        released_at = time.perf_counter_ns()  # before the line: the gate's exec, marked by the tracer, may come first
         try:  # one line into an empty pipe: never blocks
             os.write(self.proc.stdin.fileno(), GATE_INPUT if stdin else GATE_NO_INPUT)
         except OSError:
             return False
+        if self._phases is not None:
+            self._phases.mark("launch: release the launcher started ahead", released_at)
         if not stdin:
             self.proc.stdin.close()
             self.proc.stdin = None
