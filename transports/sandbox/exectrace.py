@@ -181,7 +181,8 @@ class Tracer:
         self._phases = phases.current()
         os.ftruncate(self.late_fd, 0)
         os.pwrite(self.late_fd, payload, 0)
-        released_at = time.perf_counter_ns()  # before the line: the gate's exec, marked by the tracer, may come first
+        # the clock before the line: the gate's exec, which the tracer marks, may come first
+        released_at = time.perf_counter_ns() if self._phases is not None else 0
         try:  # one line into an empty pipe: never blocks
             os.write(self.proc.stdin.fileno(), GATE_INPUT if stdin else GATE_NO_INPUT)
         except OSError:
