@@ -232,7 +232,8 @@ class FixtureFacts:
 
 _facts: dict[str, FixtureFacts] = {}
 _facts_lock = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_facts_lock=threading.Lock()))  # a parent's thread may hold it at a fork
+# a forked child gets a new one: a thread of the parent may hold it at the fork
+os.register_at_fork(after_in_child=lambda: globals().update(_facts_lock=threading.Lock()))
 
 
 def read_facts(snap: Snapshot) -> tuple[str | None, str | None, str | None]:

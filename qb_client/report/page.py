@@ -107,8 +107,8 @@ def _paths(configs: list[dict[str, Any]]) -> str:
     body = [_td(_e(c["label"]), "label") + _td(_e(r["transport"]), "label") + _td(_e(r["shell"])) + _rate_td(r["rate"])
             + _td(_e(r["baseline"])) + _stat_td(r["damage"]) for c, r in rows]
     return (_figure(_plots().paths_svg(configs), "Bars: damage of each transport or deployment path for raw replies, "
-                                              "relative to raw on the same final shell, with family-bootstrap 95% "
-                                              "intervals.") + _table(head, body) + _baseline_hint(configs))
+                                                 "relative to raw on the same final shell, with family-bootstrap 95% "
+                                                 "intervals.") + _table(head, body) + _baseline_hint(configs))
 
 
 def _harnesses(configs: list[dict[str, Any]]) -> str:
@@ -124,8 +124,8 @@ def _harnesses(configs: list[dict[str, Any]]) -> str:
             + _td(_e(r["baseline"])) + _stat_td(r["damage"]) + _td(str(r["refused"]), "num" + (" warn" if r["refused"] else ""))
             for c, r in rows]
     return (_figure(_plots().harnesses_svg(configs), "Bars: damage of each agent harness for each contract's replies, "
-                                                  "relative to raw on the same final shell under the same contract, "
-                                                  "with family-bootstrap 95% intervals.") + _table(head, body))
+                                                     "relative to raw on the same final shell under the same contract, "
+                                                     "with family-bootstrap 95% intervals.") + _table(head, body))
 
 
 def _baseline_hint(configs: list[dict[str, Any]], group: str = "paths") -> str:
@@ -174,7 +174,7 @@ def _ranks(doc: dict[str, Any], key: str = "rank") -> str:
     if why := fmt.restricted_why(ra):
         parts.append(f'<p class="note">{_e(why)}</p>')
     parts.append(_figure(_plots().rank_svg(doc, key), "Rank by RR (left) and by NN (right). Highlighted lines belong to a pair "
-                                               "whose order strictly reverses; ranks share a number when scores tie."))
+                                                  "whose order strictly reverses; ranks share a number when scores tie."))
     if note:
         parts.append(f'<p class="note">{_e(note)}</p>')
     if ra["reversals"]:
@@ -228,7 +228,7 @@ def _contracts(configs: list[dict[str, Any]]) -> str:
 
 def _families(configs: list[dict[str, Any]]) -> str:
     out = [_figure(_plots().heatmap_svg(configs), "Pass rate % per family (rows) and cell (columns), grouped by config. "
-                                               "Hatched: the cell was not run for that family.")]
+                                                  "Hatched: the cell was not run for that family.")]
     for c in configs:
         if not c["families"]:
             continue
@@ -300,7 +300,7 @@ def render_html(doc: dict[str, Any]) -> str:
          '(Y<sub>NN</sub> &minus; Y<sub>RN</sub>): <b>matched gap</b> = <b>transport damage</b> + <b>compensation</b></p>'
          + _headline(configs)
          + _figure(_plots().decomposition_svg(configs), "Bars: transport damage and compensation with family-bootstrap 95% "
-                                                      "intervals. Diamond: matched gap, the sum of the two.")
+                                                         "intervals. Diamond: matched gap, the sum of the two.")
          + _decomposition(configs) + BOUNDARY_COST),
         ("paths", "Deployment paths", "<p>For raw replies: what each transport or deployment path does, compared "
                                       "with raw on the same final shell, so that the route's own boundary is "

@@ -38,11 +38,12 @@ from pathlib import Path
 from . import cgroups, exectrace, launch, reaper
 from .execution import Bind
 from .limits import Limits
+from .ownexit import new_locks_in_child
 from .process import discard_ready
 
 
 _lock = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))  # a parent's thread may hold it
+new_locks_in_child(globals(), "_lock")
 GATE_WAIT_S = 10.0
 """How long a launcher started ahead may take to reach its gate before it is given up."""
 

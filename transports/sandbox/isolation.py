@@ -14,6 +14,7 @@ from typing import Literal
 
 from . import hostuid
 from .hostuid import SYSTEM_PATH
+from .ownexit import new_locks_in_child
 from .systemdirs import probe_argv
 
 Isolation = Literal["bwrap", "none"]
@@ -23,7 +24,7 @@ _warned = False
 
 _bwrap_path: list[str | None] = []
 _deciding = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_deciding=threading.Lock()))  # a parent's thread may hold it
+new_locks_in_child(globals(), "_deciding")
 
 
 _bwrap_problem: list[str] = []

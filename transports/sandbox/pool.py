@@ -10,7 +10,7 @@ What is shared
     own.
 
 Lifecycle
-    A sandbox is built for a key (the process, the transport's name, the limits, the userland, the
+    A sandbox is built for a key (the transport's name, the limits, the userland, the
     isolation): :func:`take` hands out one built for that key, if there is one, and asks the builder thread
     for the next, so a campaign's records find theirs ready. A transport none of whose runs could take a
     launcher started ahead (a host-written file of its own) gets sandboxes without one from then on (it would
@@ -74,7 +74,7 @@ def enabled() -> bool:
 
 
 def _key(transport: str, limits: Limits) -> Hashable:
-    return (os.getpid(), transport, limits, default_userland(), isolation_available())
+    return (transport, limits, default_userland(), isolation_available())
 
 
 def take(task: Task, limits: Limits | None, transport: str, launches: Launches | None = None) -> Sandbox | None:
@@ -139,7 +139,7 @@ def _build(jobs: "queue.Queue[tuple[Hashable, str, Limits, Launches | None, int]
         box: Sandbox | None = None
         try:
             if not _closing:
-                box = Sandbox.create(None, limits, userland=key[3])  # type: ignore[index]
+                box = Sandbox.create(None, limits, userland=key[2])  # type: ignore[index]
                 if transport not in _no_ahead:
                     box.start_ahead(launches(box) if launches is not None else PLAIN)
         except Exception:  # noqa: BLE001 - a sandbox not built ahead is built by its record
@@ -173,7 +173,7 @@ def drain(timeout_s: float = EXIT_WAIT_S) -> None:
     while _built < last and time.monotonic() < deadline:
         time.sleep(0.01)
     with _lock:
-        boxes = [b for k, v in _idle.items() if k[0] == os.getpid() for b in v]  # type: ignore[index]
+        boxes = [b for v in _idle.values() for b in v]
         _idle.clear()
     for b in boxes:
         b.close()

@@ -42,7 +42,7 @@ from ..sandbox import hostuid
 from ..sandbox import SYSTEM_PATH, Sandbox
 from .target import Remote, configure, configured, parse_target  # noqa: F401 - re-exported (transports.ssh)
 from .server import TOKEN_ENV, EmbeddedServer
-from transports.sandbox.ownexit import at_exit
+from transports.sandbox.ownexit import at_exit, new_locks_in_child
 
 HOST_ALIAS = "qb-remote"
 """The ``<target>`` word of the outer text; the generated config maps every host to the endpoint."""
@@ -357,7 +357,7 @@ class Endpoint:
 
 _endpoints: dict[Remote | None, Endpoint] = {}
 _lock = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))  # a parent's thread may hold it at a fork
+new_locks_in_child(globals(), "_lock")
 _atexit_registered = False
 
 

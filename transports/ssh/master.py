@@ -58,6 +58,7 @@ import threading
 from pathlib import Path
 
 from ..sandbox.isolation import bwrap_program, masks
+from ..sandbox.ownexit import new_locks_in_child
 from ..sandbox.systemdirs import system_binds
 
 POLICY = """#!/bin/sh
@@ -136,7 +137,7 @@ def confine(argv: list[str], *, writable: Path, readable: tuple[Path, ...], netw
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_pid = 0
 _spawner_lock = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_spawner_lock=threading.Lock()))  # a parent's thread may hold it at a fork
+new_locks_in_child(globals(), "_spawner_lock")
 
 
 def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:

@@ -106,6 +106,7 @@ from ..capture import find_boundary, program_identity
 from ..components import ASYNCSSH, BASH, OPENSSH
 from ..sandbox import ArgumentTooLong, Execution, Sandbox, Stream
 from ..sandbox.ahead import PLAIN, Launch
+from ..sandbox.ownexit import new_locks_in_child
 from ..shells import DEFAULT, Shell
 from .client import UsageError, exec_request
 from .endpoints import (CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Endpoint, Remote, SshSetupError,
@@ -130,7 +131,7 @@ def outer_program(command: str, safe: bool = False) -> str:
 
 _tokens: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_tokens_lock=threading.Lock()))  # a parent's thread may hold it at a fork
+new_locks_in_child(globals(), "_tokens_lock")
 
 
 def _token_ahead(sandbox: Sandbox) -> str:
