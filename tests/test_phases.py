@@ -71,7 +71,7 @@ def test_a_record_that_takes_a_sandbox_built_ahead_has_no_build_and_no_launch_ch
     order, received = _profiled("echo hi > out.txt")
     assert received == "echo hi > out.txt"
     assert "create: tmpfs mount" not in order and "launch: spawn (fork, exec of the limits shell)" not in order
-    expected = ["launch: release the launcher started ahead", "launch: the gate reads the run, env, the command's exec",
+    expected = ["launch: release the launcher started ahead", "launch: the gate reads the run, the command's exec",
                 "command: its own run (exec to exit)", "end: kill, reap (tracer joined)", "record: build"]
     assert [p for p in order if p in expected] == expected
 

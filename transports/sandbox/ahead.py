@@ -5,19 +5,20 @@ Why
     mounts: ``quotebench bench --phases``), and none of it depends on the command. So a sandbox built ahead
     (:mod:`transports.sandbox.pool`) also starts its first run's launcher ahead: seized by its tracer, in its
     run's cgroups, with its rlimits, past the uid drop and bwrap, its pid 2 waiting at a second gate
-    (:data:`~transports.sandbox.launch.LATE_GATE`). The run then hands it the command's environment and argv
-    through an argument file (a memfd only that launcher holds) and one gate line; the gate execs
-    ``env -i``, which execs the command with exactly that environment, as bwrap would have.
+    (:data:`~transports.sandbox.launch.LATE_GATE`). The run then hands it the command's argv through an
+    argument file (a memfd only that launcher holds) and one gate line; the gate execs the command with the
+    environment bwrap gave the gate, untouched, as bwrap would have given it to the command.
 
 What stays as strong
     Nothing of the command runs before the gate line: until then the sandbox holds only bwrap's init and
     the gate, so the host may still write the fixture into its root. The tracer is the run's own from the
-    launcher's first instruction; the gate's and ``env``'s execs are the launcher's (left out of the trace,
-    as setpriv's is without bwrap), so the command's first program is the first exec in the trace, as
+    launcher's first instruction; the gate's exec is the launcher's (left out of the trace, as setpriv's
+    is without bwrap), so the command's first program is the first exec in the trace, as
     always. A launcher is used for one run at most, and only when the launcher that run would start is the
     same argv but for the command (the same binds, working directory, network, cgroups) and the same
-    environment; otherwise (a host-written file, an argument over 64 KiB, whose fit only the kernel can
-    judge) the run starts its own.
+    environment, one the gate reads nothing of (:func:`~transports.sandbox.launch.gate_takes`); otherwise
+    (a host-written file, an argument over 64 KiB, whose fit only the kernel can judge) the run starts its
+    own.
 
 Which launchers
     A sandbox starts one launcher ahead per :class:`Launch` its transport names (default: one plain run).
@@ -89,6 +90,8 @@ class Ahead:
 def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, str], workdir: Path,
           launcher: Callable[..., tuple[list[str], int]]) -> Ahead | None:
     """Start the launcher (``launcher``: the sandbox's own argv builder); None when it cannot start."""
+    if not launch.gate_takes(env):
+        return None
     group, fd = None, -1
     try:
         group = cgroups.child(sandbox_group, limits.memory)
@@ -103,8 +106,8 @@ def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, st
         cgroups.remove(group)
         return None
     found = Ahead(tracer, group, full, env, fd)
-    # ready once bwrap has started the gate (the environment it would give the command is then known)
-    if not tracer.gate_reached.wait(GATE_WAIT_S) or tracer.late_env is None or tracer.main_exited.is_set():
+    # ready once bwrap has started the gate
+    if not tracer.gate_reached.wait(GATE_WAIT_S) or tracer.main_exited.is_set():
         drop(found)
         return None
     return found
@@ -150,7 +153,7 @@ def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
         if ahead.ended or ahead.owner != os.getpid():
             return None
         ahead.ended = True
-    payload = launch.late_payload(argv, ahead.tracer.late_env or b"")
+    payload = launch.late_payload(argv)
     if payload is None or ahead.tracer.main_exited.is_set():
         _end(ahead)
         return None

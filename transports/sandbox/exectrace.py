@@ -130,7 +130,6 @@ class Tracer:
                  late_fd: int | None = None) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.late_fd = late_fd  # a pre-started launcher's argument file: the run is bound by release()
-        self.late_env: bytes | None = None  # the environment bwrap gave that launcher's gate, as the kernel held it
         self.gate_reached = threading.Event()  # a launcher started ahead is at its second gate, or the run is over
         self.watch = watch
         self.inner = inner
@@ -172,7 +171,7 @@ class Tracer:
                 input_of: Callable[[Exec], bool] | None, log_fd: int | None) -> bool:
         """Bind the run to a launcher started ahead (``late_fd``) that waits at its second gate
         (:data:`transports.sandbox.launch.LATE_GATE`): what the tracer must know is set first, then ``payload``
-        (the command's environment and argv) is written to the argument file and the gate's line sent. False
+        (the command's argv) is written to the argument file and the gate's line sent. False
         when the launcher is gone (nothing of the run started)."""
         assert self.late_fd is not None and self.proc is not None and self.proc.stdin is not None
         if self.main_exited.is_set():
@@ -437,16 +436,14 @@ class Tracer:
         self.copy.execed(pid)  # whatever pid was (the shell, one of its forks), it is another program now
         if self.skip > 0:
             self.skip -= 1
-            if self.late_fd is not None and not self.gate_reached.is_set():
-                env = ptrace.read_proc(pid, "environ", MAX_ENV)
-                self.late_env = env[0] if env and env[1] else None
+            if self.late_fd is not None:
                 self.gate_reached.set()
             return
         if self._root is None:
             self._root = pid
             if self._phases is not None:
                 self._phases.mark("launch: cgroup join, rlimits, setpriv, bwrap, to the command's exec"
-                                  if self.late_fd is None else "launch: the gate reads the run, env, the command's exec")
+                                  if self.late_fd is None else "launch: the gate reads the run, the command's exec")
         # past the cap only the first program's own pid is followed (an exec in place there is the
         # boundary's candidate), and only MAX_IN_PLACE more times: a flood elsewhere cannot hide the final shell
         if len(self.trace.execs) >= MAX_EXECS and (
