@@ -226,18 +226,19 @@ def test_an_argv_edge_case_runs_the_same_with_a_launcher_started_ahead(argv: lis
 
 
 @BWRAP
-def test_a_command_that_execs_env_and_a_gate_like_shell_is_traced_whole() -> None:
-    """The gate's and env's execs are left out of the trace by count, before the command starts: a command that
-    itself execs ``env -i`` and a shell running the gate's own text has every one of those execs in the trace,
-    first its own, as with its own launcher."""
+def test_a_command_that_execs_perl_env_and_a_gate_like_shell_is_traced_whole() -> None:
+    """The gate's exec is left out of the trace by count, before the command starts: a command that itself
+    execs Perl (the gate's program), ``env -i`` and a shell reading a gate-like line has every one of those
+    execs in the trace, first its own, as with its own launcher."""
     gate_like = "read qb_gate; echo gate-like $qb_gate"
-    command = f"echo go | /usr/bin/env -i -- /bin/bash --noprofile --norc -c '{gate_like}'"
+    perl = "exec {$ARGV[0]} @ARGV"
+    command = f"echo go | /usr/bin/perl -e '{perl}' /usr/bin/env -i -- /bin/bash --noprofile --norc -c '{gate_like}'"
     early, own, used = _pair(["bash", "-c", command])
     assert used and early == own
     assert early[1] == "gate-like go\n"
-    assert early[7] == sorted([(b"bash", b"-c", command.encode()), (b"/usr/bin/env", b"-i", b"--", b"/bin/bash",
-                               b"--noprofile", b"--norc", b"-c", gate_like.encode()),
-                               (b"/bin/bash", b"--noprofile", b"--norc", b"-c", gate_like.encode())])
+    shell = (b"/bin/bash", b"--noprofile", b"--norc", b"-c", gate_like.encode())
+    assert early[7] == sorted([(b"bash", b"-c", command.encode()), (b"/usr/bin/perl", b"-e", perl.encode(),
+                               b"/usr/bin/env", b"-i", b"--", *shell), (b"/usr/bin/env", b"-i", b"--", *shell), shell])
 
 
 @BWRAP
