@@ -14,7 +14,8 @@ Modules
     ``userland``   the userlands (GNU, busybox, uutils) first on a command's PATH;
     ``leftovers``  what killed harness processes left behind; ``reaper``: removal off the caller's path;
     ``phases``     optional marks of where a record's time goes; ``floor``: the isolation alone, for comparison;
-    ``pool``       sandboxes built ahead for one-command records; ``ahead``: a first launcher started ahead.
+    ``pool``       sandboxes built ahead for one-command records; ``ahead``: a first launcher started ahead;
+    ``gate``       that launcher's last stage, which execs the command it is handed, and what it may start in.
 
 Imports: ``tasks`` only (fixtures, safe file reading). Nothing here knows a transport: what a run
 produced is handed up as an ``Execution`` with its ``trace``.

@@ -5,7 +5,7 @@ Why
     mounts: ``quotebench bench --phases``), and none of it depends on the command. So a sandbox built ahead
     (:mod:`transports.sandbox.pool`) also starts its first run's launcher ahead: seized by its tracer, in its
     run's cgroups, with its rlimits, past the uid drop and bwrap, its pid 2 waiting at a second gate
-    (:data:`~transports.sandbox.launch.LATE_GATE`). The run then hands it the command's argv through an
+    (:mod:`~transports.sandbox.gate`). The run then hands it the command's argv through an
     argument file (a memfd only that launcher holds) and one gate line; the gate execs the command with the
     environment bwrap gave the gate, untouched, as bwrap would have given it to the command.
 
@@ -16,7 +16,7 @@ What stays as strong
     is without bwrap), so the command's first program is the first exec in the trace, as
     always. A launcher is used for one run at most, and only when the launcher that run would start is the
     same argv but for the command (the same binds, working directory, network, cgroups) and the same
-    environment, one the gate reads nothing of (:func:`~transports.sandbox.launch.gate_takes`); otherwise
+    environment, one the gate reads nothing of (:func:`~transports.sandbox.gate.takes`); otherwise
     (a host-written file, an argument over 64 KiB, whose fit only the kernel can judge) the run starts its
     own.
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import cgroups, exectrace, launch, reaper
+from . import cgroups, exectrace, gate, launch, reaper
 from .execution import Bind
 from .limits import Limits
 from .ownexit import new_locks_in_child
@@ -90,15 +90,15 @@ class Ahead:
 def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, str], workdir: Path,
           launcher: Callable[..., tuple[list[str], int]]) -> Ahead | None:
     """Start the launcher (``launcher``: the sandbox's own argv builder); None when it cannot start."""
-    if not launch.gate_takes(env):
+    if not gate.takes(env):
         return None
     group, fd = None, -1
     try:
         group = cgroups.child(sandbox_group, limits.memory)
         fd = os.memfd_create("qb-run", os.MFD_CLOEXEC)
-        full, _ = launcher(launch.late_argv(fd), group=group, env=env)
+        full, _ = launcher(gate.argv(fd), group=group, env=env)
         tracer = exectrace.Tracer(full, env=env, cwd=str(workdir), stdin=True, watch=launch.shell_identities(),
-                                  launcher_execs=launch.LATE_EXECS, inner=True, late_fd=fd)
+                                  launcher_execs=gate.EXECS, inner=True, late_fd=fd)
         tracer.start()
     except (OSError, exectrace.TraceError):
         if fd >= 0:
@@ -129,7 +129,7 @@ def fits(ahead: Ahead, run_env: dict[str, str], launcher_for: Callable[[list[str
     memory and process caps are the sandbox's group's, whichever run sets them first). Changes nothing (an
     ``OSError`` of ``launcher_for`` is raised)."""
     return (not ahead.ended and ahead.owner == os.getpid() and run_env == ahead.env
-            and launcher_for(launch.late_argv(ahead.fd)) == ahead.full)
+            and launcher_for(gate.argv(ahead.fd)) == ahead.full)
 
 
 def pick(waiting: Waiting, run_env: dict[str, str],
@@ -153,7 +153,7 @@ def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
         if ahead.ended or ahead.owner != os.getpid():
             return None
         ahead.ended = True
-    payload = launch.late_payload(argv)
+    payload = gate.payload(argv)
     if payload is None or ahead.tracer.main_exited.is_set():
         _end(ahead)
         return None

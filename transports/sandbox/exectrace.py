@@ -170,7 +170,7 @@ class Tracer:
     def release(self, payload: bytes, *, stdin: bool, watch: frozenset[Identity],
                 input_of: Callable[[Exec], bool] | None, log_fd: int | None) -> bool:
         """Bind the run to a launcher started ahead (``late_fd``) that waits at its second gate
-        (:data:`transports.sandbox.launch.LATE_GATE`): what the tracer must know is set first, then ``payload``
+        (:mod:`transports.sandbox.gate`): what the tracer must know is set first, then ``payload``
         (the command's argv) is written to the argument file and the gate's line sent. False
         when the launcher is gone (nothing of the run started)."""
         assert self.late_fd is not None and self.proc is not None and self.proc.stdin is not None

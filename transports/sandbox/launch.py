@@ -21,7 +21,6 @@ Why no ``--die-with-parent`` and no wrapper of our own
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -77,61 +76,6 @@ def bwrap_argv(lim: Limits, root: Path, chdir: str, ro: list[tuple[Path, str]], 
     if lc_all is not None:
         iso += ["--setenv", "LC_ALL", lc_all]
     return iso + ["--chdir", chdir, "--"]
-
-
-GATE_PROGRAM = "/usr/bin/perl"
-BUILTIN_LOCALES = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8"})
-
-
-LATE_GATE = ('my ($l, $c) = ("", ""); while (1) {{ sysread(STDIN, $c, 1) or exit 125; last if $c eq "\\n"; $l .= $c }} '
-             'if ($l eq "-") {{ open(STDIN, "<", "/dev/null") or exit 125 }} '
-             'open(my $f, "<&=", {fd}) or exit 125; my @a = do {{ local $/ = "\\0"; my @w = <$f>; chomp @w; @w }}; '
-             'close $f; @a or exit 125; exec {{ $a[0] }} @a; print STDERR "bwrap: execvp $a[0]: $!\\n"; exit 1')
-"""The program of a launcher started ahead of its run (:mod:`transports.sandbox.pool`), bwrap's pid 2, in Perl: it
-waits for the tracer's second line, read a byte at a time so that nothing after it is taken from the run's
-input (``-``: the run's stdin is ``/dev/null``), reads the command's argv from the argument file (descriptor
-``fd``, NUL-separated), closes it and execs the command, failing as bwrap's own ``execvp`` fails.
-
-Why Perl, not a shell
-    The gate must hand on the environment exactly as bwrap gave it, in its order: the command would otherwise
-    see which launcher ran it. Perl passes its ``environ`` on untouched while ``%ENV`` is not written; every
-    shell rebuilds it (bash adds ``SHLVL`` and ``PWD`` and reorders it; dash adds ``PWD`` and rewrites
-    ``IFS``), so a shell gate needs ``env -i`` after it: one exec and one trace stop more on the record's
-    path (0.7 ms here). ``perl-base`` is part of every Debian and Ubuntu system; without ``perl`` no launcher
-    is started ahead.
-
-What the gate reads of the environment it hands on
-    Perl reads its own ``PERL*`` variables at start (``PERL5OPT`` loads modules) and the locale, and warns
-    on stderr of a locale it cannot set. So a launcher is started ahead only for an environment with no
-    ``PERL*`` name and an ``LC_ALL`` that is always there (:func:`gate_takes`); any other run starts its own."""
-
-
-def late_argv(fd: int) -> list[str]:
-    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``."""
-    return [GATE_PROGRAM, "-e", LATE_GATE.format(fd=fd)]
-
-
-def gate_takes(env: dict[str, str]) -> bool:
-    """Whether the gate (:data:`LATE_GATE`) can start in ``env`` without reading any of it: perl is installed,
-    no ``PERL*`` name is set, and ``LC_ALL`` names a locale that needs no file."""
-    return (os.access(GATE_PROGRAM, os.X_OK) and env.get("LC_ALL") in BUILTIN_LOCALES
-            and not any(name.startswith("PERL") for name in env))
-
-
-LATE_EXECS = 1
-MAX_LATE_ARG = 64 * 1024
-MAX_LATE_TOTAL = 1 << 20
-
-
-def late_payload(argv: list[str]) -> bytes | None:
-    """The argument file's content for a launcher started ahead: the argv, each word NUL-terminated. None when
-    this run must start its own (an argument so long that only the kernel can say whether it fits)."""
-    if not argv:
-        return None
-    words = [os.fsencode(a) for a in argv]
-    if any(len(w) > MAX_LATE_ARG or b"\0" in w for w in words) or sum(len(w) + 1 for w in words) > MAX_LATE_TOTAL:
-        return None
-    return b"".join(w + b"\0" for w in words)
 
 
 _SHELL_PROGRAMS = ("bash", "sh", "dash", "zsh", "busybox")

@@ -74,7 +74,7 @@ async def run_traced(argv: list[str], *, env: dict[str, str], cwd: str, stdin: S
                      ready: tuple[Tracer, bytes] | None = None) -> Outcome:
     """Run ``argv`` traced; ``on_end`` kills what the tracer cannot see by pid (the run's cgroup, where no pid
     namespace does it). ``ready``: a launcher started ahead, waiting at its second gate, and the argument file
-    it is to run (:func:`transports.sandbox.launch.late_payload`); then ``argv`` is not started.
+    it is to run (:func:`transports.sandbox.gate.payload`); then ``argv`` is not started.
 
     Raises :class:`TooLong` for E2BIG, ``OSError``/``TraceError`` when the launcher cannot start, and
     :class:`NotReleased` when ``ready`` ended before it took the run (the caller starts the run's own)."""
