@@ -68,8 +68,14 @@ def test_the_safe_fix_reproduces_raw_on_the_same_shell(safe: str) -> None:
     for (task, command), base, fixed in zip(commands, bases, many(safe, commands)):
         assert fixed.transport_error is None, (safe, task.id, command, fixed.transport_error)
         assert fixed.received == command, (safe, task.id, command)
-        assert fixed.verdict.passed == base.verdict.passed, (safe, task.id, command)
+        assert fixed.verdict.passed == base.verdict.passed, (safe, task.id, command, _why(base), _why(fixed))
         assert fixed.exit_code == route_exit(base.exit_code), (safe, task.id, command)
+
+
+def _why(r) -> tuple:
+    """What a record says of its run, for a failure message: a verdict alone cannot tell a slow machine's
+    timeout from a command that failed."""
+    return (r.exit_code, r.timed_out, r.error, r.stderr.text[-300:], r.verdict.checks[0].detail[-200:])
 
 
 _BASELINES: dict[str, list] = {}
