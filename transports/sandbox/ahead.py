@@ -17,8 +17,8 @@ What stays as strong
     always. A launcher is used for one run at most, and only when the launcher that run would start is the
     same argv but for the command (the same binds, working directory, network, cgroups) and the same
     environment, one the gate reads nothing of (:func:`~transports.sandbox.gate.takes`); otherwise
-    (a host-written file, an argument over 64 KiB, whose fit only the kernel can judge) the run starts its
-    own.
+    (a host-written file, an argument over 64 KiB, whose fit only the kernel can judge, more words than
+    bwrap takes) the run starts its own.
 
 Which launchers
     A sandbox starts one launcher ahead per :class:`Launch` its transport names (default: one plain run).

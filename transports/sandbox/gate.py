@@ -20,10 +20,10 @@ What it reads of the environment it hands on
     launcher is started ahead only for an environment with none of those names, whose locale Perl is seen
     to set silently (:func:`takes`); any other run starts its own launcher and gets what bwrap gives it.
 
-What a command can still tell (exec keeps them; no run's result depends on them)
+What a command can still tell (a command that reads them sees which launcher ran it; no validator does)
     bwrap's init holds the launcher's gate pipe as its stdin; its command line ends in the gate's program; a
-    run without input has the sandbox's ``/dev/null`` as stdin, not the host's; the process's start time,
-    I/O counters and page faults include the gate's.
+    run without input has the sandbox's ``/dev/null`` as stdin, not the host's; and what exec keeps: the
+    process's start time, I/O counters and page faults include the gate's.
 """
 
 from __future__ import annotations
