@@ -98,7 +98,8 @@ def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, st
         fd = os.memfd_create("qb-run", os.MFD_CLOEXEC)
         full, _ = launcher(gate.argv(fd), group=group, env=env)
         tracer = exectrace.Tracer(full, env=env, cwd=str(workdir), stdin=True, watch=launch.shell_identities(),
-                                  launcher_execs=gate.EXECS, inner=True, late_fd=fd)
+                                  launcher_execs=gate.EXECS, inner=True, late_fd=fd,
+                                  late_null=gate.NULL)
         tracer.start()
     except (OSError, exectrace.TraceError):
         if fd >= 0:

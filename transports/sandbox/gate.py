@@ -2,9 +2,11 @@
 
 What it does
     It waits for the tracer's second line, read a byte at a time so that nothing after it is taken from the
-    run's input (``-``: the run's stdin is ``/dev/null``), reads the command's argv from the argument file
-    (descriptor ``fd``, NUL-separated), closes it and execs the command, failing as bwrap's own ``execvp``
-    fails (such a run is set aside and the run starts its own launcher, so the failure is bwrap's).
+    run's input (``-``: the run's stdin is ``/dev/null``, the host's, opened by the harness and handed down
+    as descriptor :data:`NULL`, as the limits shell of a run's own launcher opens it before bwrap), reads the
+    command's argv from the argument file (descriptor ``fd``, NUL-separated), closes both and execs the
+    command, failing as bwrap's own ``execvp`` fails (such a run is set aside and the run starts its own
+    launcher, so the failure is bwrap's).
 
 Why Perl, not a shell
     The gate must hand on the environment exactly as bwrap gave it, in its order: the command would otherwise
@@ -21,9 +23,9 @@ What it reads of the environment it hands on
     to set silently (:func:`takes`); any other run starts its own launcher and gets what bwrap gives it.
 
 What a command can still tell (a command that reads them sees which launcher ran it; no validator does)
-    bwrap's init holds the launcher's gate pipe as its stdin; its command line ends in the gate's program; a
-    run without input has the sandbox's ``/dev/null`` as stdin, not the host's; and what exec keeps: the
-    process's start time, I/O counters and page faults include the gate's.
+    bwrap's init holds the launcher's gate pipe as its stdin (and its own descriptors at other numbers); its
+    command line ends in the gate's program;
+    and what exec keeps: the process's start time, I/O counters and page faults include the gate's.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import subprocess
 PROGRAM = "/usr/bin/perl"
 
 SCRIPT = ('my ($l, $c) = ("", ""); while (1) {{ sysread(STDIN, $c, 1) or exit 125; last if $c eq "\\n"; $l .= $c }} '
-          'if ($l eq "-") {{ open(STDIN, "<", "/dev/null") or exit 125 }} '
+          'if ($l eq "-") {{ open(STDIN, "<&", {null}) or exit 125 }} open(my $n, "<&=", {null}) or exit 125; close $n; '
           'open(my $f, "<&=", {fd}) or exit 125; my @a = do {{ local $/ = "\\0"; my @w = <$f>; chomp @w; @w }}; '
           'close $f; @a or exit 125; exec {{ $a[0] }} @a; print STDERR "bwrap: execvp $a[0]: $!\\n"; exit 1')
 
@@ -53,9 +55,15 @@ MAX_WORDS = 4096
 there, so a longer argv starts its own and fails the same way."""
 
 
+NULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+"""The host's ``/dev/null``, open for the life of the process (one descriptor, whatever the number of launchers;
+a forked child has it too) and handed to every launcher started ahead (``Tracer``'s ``late_null``)."""
+
+
 def argv(fd: int) -> list[str]:
-    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``."""
-    return [PROGRAM, "-e", SCRIPT.format(fd=fd)]
+    """bwrap's command for a launcher started ahead, reading its run from descriptor ``fd``, with the host's
+    ``/dev/null`` as descriptor :data:`NULL`."""
+    return [PROGRAM, "-e", SCRIPT.format(fd=fd, null=NULL)]
 
 
 def takes(env: dict[str, str]) -> bool:
