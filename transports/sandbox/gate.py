@@ -24,8 +24,8 @@ What it reads of the environment it hands on
 
 What a command can still tell (a command that reads them sees which launcher ran it; no validator does)
     bwrap's init holds the launcher's gate pipe as its stdin (and its own descriptors at other numbers); its
-    command line ends in the gate's program;
-    and what exec keeps: the process's start time, I/O counters and page faults include the gate's.
+    command line ends in the gate's program; and what exec keeps: the process's start time, I/O counters
+    and page faults include the gate's.
 """
 
 from __future__ import annotations
