@@ -12,11 +12,11 @@ import atexit
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
+from . import forking
 from .load import MAX_TOOL, TOOLS_DIR
 from .safefs import read_under
 from .schema import Fixture, FixtureFile, GitRepo, relative_path
@@ -60,7 +60,11 @@ def file_bytes(f: FixtureFile) -> bytes:
 def _write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
+    if mode & 0o111:  # run by the command: never open for writing while this process forks (tasks.forking)
+        with forking.writing_executable():
+            p.write_bytes(data)
+    else:
+        p.write_bytes(data)
     os.chmod(p, mode)
 
 
@@ -88,7 +92,7 @@ tempfile.gettempdir()  # its first call takes a lock of tempfile's: here, not in
 
 
 def _git(repo: Path, home: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, env=git_env(home), check=True, capture_output=True)
+    forking.run(["git", *args], cwd=repo, env=git_env(home), check=True)
 
 
 def _build_repo(spec: GitRepo, dest: Path) -> None:

@@ -34,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import forking
 from .fixture import git_env, template_repo
 from .safefs import UnsafeRead, kind_of, remove_tree, walk
 from .schema import GitRepo
@@ -154,8 +155,9 @@ class Snapshot:
             "GIT_ALLOC_LIMIT": str(ALLOC_LIMIT),
         })
         argv = ["git", *SAFE_FLAGS, *args]
-        proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with forking.spawning():
+            proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             # The total bound, set from outside right after exec (a preexec_fn is unsafe with threads,
             # and a `sh -c 'ulimit -v'` wrapper doubles the cost of every call). Before it lands git

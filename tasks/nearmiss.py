@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import forking
 from .fixture import git_env
 from .schema import (
     Argv, Check, DirListing, EnvValue, FileAbsent, FileBytes, FixtureUnchanged, GitHistory, JsonEqual, Ran, Task,
@@ -161,9 +161,9 @@ def _json_equal(c: JsonEqual) -> list[Mutation]:
 def _git_run(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """git in a solved state (made by a reference solution, so trusted), with hooks and fsmonitor off anyway."""
     with tempfile.TemporaryDirectory(prefix="qb-git-home-") as home:
-        return subprocess.run(["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null",
-                               "-c", "core.fsmonitor=false", *args], cwd=repo, env=git_env(home), input=stdin,
-                              capture_output=True, check=True).stdout
+        return forking.run(["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null",
+                            "-c", "core.fsmonitor=false", *args], cwd=repo, env=git_env(home), input=stdin,
+                           check=True).stdout
 
 
 def _recommit(repo: Path, parents: list[str] | None = None) -> None:

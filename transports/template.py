@@ -65,6 +65,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from tasks import forking
+
 from .base import Delivery, check_command, run_program
 from .capture import Boundary, find_boundary
 from .sandbox.exectrace import Exec, Trace
@@ -227,7 +229,8 @@ class StandIns:
             body = (_KUBECTL if tool == "kubectl" else _DOCKER).format(
                 tool=tool, dir_q=dir_q, what="pod" if tool == "kubectl" else "container")
             path = self.dir / tool
-            path.write_text(body)
+            with forking.writing_executable():
+                path.write_text(body)
             path.chmod(0o755)
         self.enter = self.dir / "enter"
         self.enter.write_text("".join(f"hash -p {shlex.quote(str(self.dir / t))} {t}\n" for t in CONTAINER_TOOLS)

@@ -74,6 +74,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from tasks import forking
+
 from . import phases, ptrace
 from .dispositions import catch_ignored
 from .shellcopy import ShellCopy
@@ -287,11 +289,12 @@ class Tracer:
     def _spawn(self) -> None:
         if self._phases is not None:
             self._phases.mark("launch: thread hops to the tracer")
-        proc = subprocess.Popen(
-            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
-            pass_fds=self._passed,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
+        with forking.spawning():  # no executable is open for writing while the launcher is forked
+            proc = subprocess.Popen(
+                self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+                pass_fds=self._passed,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
         self.proc = proc
         pid = proc.pid
         assert proc.stdin is not None

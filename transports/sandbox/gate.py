@@ -34,6 +34,8 @@ import functools
 import os
 import subprocess
 
+from tasks import forking
+
 PROGRAM = "/usr/bin/perl"
 
 SCRIPT = ('my ($l, $c) = ("", ""); while (1) {{ sysread(STDIN, $c, 1) or exit 125; last if $c eq "\\n"; $l .= $c }} '
@@ -82,8 +84,7 @@ def _starts_silently(locale: tuple[tuple[str, str], ...]) -> bool:
     """Perl started with only these locale variables exits 0 and writes nothing: the sandbox sees the host's
     locale files (the system is bound read-only), so once per process and locale is enough."""
     try:
-        done = subprocess.run([PROGRAM, "-e", "1"], env=dict(locale), stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=10, check=False)
+        done = forking.run([PROGRAM, "-e", "1"], env=dict(locale), timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0 and not done.stdout and not done.stderr

@@ -37,6 +37,8 @@ from typing import Literal
 
 import anyio
 
+from tasks import forking
+
 from . import master as ssh_master
 from ..sandbox import hostuid
 from ..sandbox import SYSTEM_PATH, Sandbox
@@ -218,7 +220,8 @@ class Endpoint:
                 continue
             bindir = self.client_dir / f"bin-{kind}"
             bindir.mkdir()
-            (bindir / "ssh").write_text(WRAPPER.format(exec_line=exec_line))
+            with forking.writing_executable():
+                (bindir / "ssh").write_text(WRAPPER.format(exec_line=exec_line))
             (bindir / "ssh").chmod(0o755)
             self.enter[kind] = self.client_dir / f"enter-{kind}"
             self.enter[kind].write_text(ENTER.format(bin=shlex.quote(str(bindir))))

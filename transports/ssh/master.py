@@ -57,6 +57,8 @@ import sys
 import threading
 from pathlib import Path
 
+from tasks import forking
+
 from ..sandbox.isolation import bwrap_program, masks
 from ..sandbox.ownexit import new_locks_in_child
 from ..sandbox.systemdirs import system_binds
@@ -84,7 +86,8 @@ def write_helpers(where: Path) -> tuple[Path, Path]:
     """The askpass policy and the fd-passing proxy helper, written into the private directory ``where``."""
     where.mkdir(mode=0o755)
     askpass, fdpass = where / "askpass", where / "fdpass.py"
-    askpass.write_text(POLICY)
+    with forking.writing_executable():
+        askpass.write_text(POLICY)
     askpass.chmod(0o755)
     fdpass.write_text(FDPASS)
     return askpass, fdpass
