@@ -43,7 +43,8 @@ from tasks.schema import Task
 
 from ...console import BadInput
 
-VALIDATOR_MODULES = ("__init__", "render", "safefs", "schema", "suiteid", "load", "fixture", "gitread", "validate")
+VALIDATOR_MODULES = ("__init__", "render", "safefs", "schema", "suiteid", "load", "forking", "fixture", "gitread",
+                     "validate")
 """The modules of ``tasks`` that ``import tasks.validate`` loads (the tests hold this list to the import)."""
 BASE_IMAGE = "python:3.11-slim-bookworm"
 """Debian 12, as the sandbox's gnu userland, with the Python our validator runs on."""
