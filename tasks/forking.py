@@ -7,11 +7,14 @@ Why
     gets ``ETXTBSY`` ("Text file busy"): a record that fails for the harness's own race, judged as the
     command's failure. Measured here: a script written and executed at once while three threads spawned
     ``true`` failed 789 times in 13,303. So the spawns a run makes (its launcher, the fixtures' and the
-    validators' git) hold the shared side of one lock, and writing an executable holds the exclusive side:
-    no fork happens while an executable is open for writing, so none can carry it.
+    validators' git, the ssh master, dequote's bash) hold the shared side of one lock, and writing an
+    executable holds the exclusive side: no fork made under the lock happens while an executable is open for
+    writing, so none carries it. Setup probes that run once per process (isolation, the uid drop, installs)
+    do not take it.
 
 Lifecycle and errors
-    Both sides are context managers; neither raises. A writer waits for the spawns under way (each lasts
+    Both sides are context managers that raise nothing of their own; one interrupted while it waits (an
+    exception from a signal handler) gives its place back before the exception goes on. A writer waits for the spawns under way (each lasts
     until its child has exec'd) and new spawns wait for a waiting writer, so writes are never starved. A
     forked child gets a fresh lock: a thread of its parent may have held it at the fork.
 """
@@ -61,9 +64,12 @@ def writing_executable() -> Iterator[None]:
     lock = _lock
     with lock.cond:
         lock.writers_waiting += 1
-        while lock.writing or lock.spawns:
-            lock.cond.wait()
-        lock.writers_waiting -= 1
+        try:  # interrupted while waiting (SIGTERM's SystemExit, ^C): spawns must not wait for it forever
+            while lock.writing or lock.spawns:
+                lock.cond.wait()
+        finally:
+            lock.writers_waiting -= 1
+            lock.cond.notify_all()
         lock.writing = True
     try:
         yield

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import subprocess
 
+from tasks import forking
+
 from .. import needs
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./,:@%+=-")
@@ -68,8 +70,8 @@ def dequote(word: str) -> str:
     if bash is None:
         raise DequoteError("bash is not installed, so the wrapper cannot be dequoted")
     try:
-        done = subprocess.run([bash, "--norc", "--noprofile", "-s"], input=b"printf %s " + word.encode("utf-8", "surrogateescape"),
-                              capture_output=True, timeout=10, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        done = forking.run([bash, "--norc", "--noprofile", "-s"], input=b"printf %s " + word.encode("utf-8", "surrogateescape"),
+                           timeout=10, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
     except (OSError, subprocess.TimeoutExpired) as e:
         raise DequoteError(f"bash could not dequote the word: {e}") from None
     if done.returncode != 0:

@@ -159,4 +159,8 @@ def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:
             _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qb-ssh-master")
             _spawner_pid = os.getpid()
         pool = _spawner
-    return pool.submit(subprocess.Popen, argv, **popen).result()  # type: ignore[arg-type]
+
+    def start() -> subprocess.Popen[bytes]:
+        with forking.spawning():
+            return subprocess.Popen(argv, **popen)  # type: ignore[call-overload]
+    return pool.submit(start).result()
