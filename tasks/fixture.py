@@ -60,12 +60,11 @@ def file_bytes(f: FixtureFile) -> bytes:
 def _write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)
-    if mode & 0o111:  # run by the command: never open for writing while this process forks (tasks.forking)
-        with forking.writing_executable():
-            p.write_bytes(data)
+    if mode & 0o111:  # run by the command: never open for writing during a fork under tasks.forking
+        forking.write_executable(p, data, mode)
     else:
         p.write_bytes(data)
-    os.chmod(p, mode)
+        os.chmod(p, mode)
 
 
 def _cache() -> Path:

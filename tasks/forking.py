@@ -14,9 +14,10 @@ Why
 
 Lifecycle and errors
     Both sides are context managers that raise nothing of their own; one interrupted while it waits (an
-    exception from a signal handler) gives its place back before the exception goes on. A writer waits for the spawns under way (each lasts
-    until its child has exec'd) and new spawns wait for a waiting writer, so writes are never starved. A
-    forked child gets a fresh lock: a thread of its parent may have held it at the fork.
+    exception from a signal handler) gives its place back before the exception goes on. A writer waits for
+    the spawns under way (each lasts until its child has exec'd) and new spawns wait for a waiting writer, so
+    writes are never starved. A forked child gets a fresh lock: a thread of its parent may have held it at
+    the fork. :func:`new_locks_in_child` does the same for other modules' locks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 
 class _Lock:
@@ -79,13 +82,29 @@ def writing_executable() -> Iterator[None]:
             lock.cond.notify_all()
 
 
-def run(argv: list[str], *, input: bytes | None = None, check: bool = False, timeout: float | None = None,
-        **popen: object) -> subprocess.CompletedProcess[bytes]:
-    """``subprocess.run(argv, capture_output=True)``, holding :func:`spawning` only while the child starts, not
-    while it runs: a writer waits for a fork, never for a command's whole run."""
+def popen(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **options)`` under :func:`spawning`: it returns once the child has exec'd."""
     with spawning():
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+        return subprocess.Popen(argv, **options)
+
+
+def write_executable(path: Path, data: bytes | str, mode: int = 0o755) -> None:
+    """Write ``data`` to ``path`` under :func:`writing_executable`, then give it ``mode``."""
+    with writing_executable():
+        if isinstance(data, str):
+            path.write_text(data)
+        else:
+            path.write_bytes(data)
+    os.chmod(path, mode)
+
+
+def run(argv: list[str], *, input: bytes | None = None, check: bool = False, timeout: float | None = None,
+        **options: Any) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run(argv, capture_output=True)``, holding :func:`spawning` only while the child starts, not
+    while it runs: a writer waits for a fork, never for a command's whole run. Without ``input`` the child's
+    stdin is ``/dev/null``, never this process's."""
+    proc = popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
     with proc:
         try:
             out, err = proc.communicate(input, timeout=timeout)
@@ -97,6 +116,12 @@ def run(argv: list[str], *, input: bytes | None = None, check: bool = False, tim
     if check:
         done.check_returncode()
     return done
+
+
+def new_locks_in_child(namespace: dict[str, Any], *names: str) -> None:
+    """A forked child gets new locks for the module-level ``names`` of ``namespace`` (the module's ``globals()``):
+    a thread of the parent may hold one at the fork, and that thread is not in the child to release it."""
+    os.register_at_fork(after_in_child=lambda: namespace.update({name: threading.Lock() for name in names}))
 
 
 def _forked() -> None:

@@ -155,9 +155,8 @@ class Snapshot:
             "GIT_ALLOC_LIMIT": str(ALLOC_LIMIT),
         })
         argv = ["git", *SAFE_FLAGS, *args]
-        with forking.spawning():
-            proc = subprocess.Popen(argv, cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = forking.popen(argv, cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             # The total bound, set from outside right after exec (a preexec_fn is unsafe with threads,
             # and a `sh -c 'ulimit -v'` wrapper doubles the cost of every call). Before it lands git
@@ -234,8 +233,7 @@ class FixtureFacts:
 
 _facts: dict[str, FixtureFacts] = {}
 _facts_lock = threading.Lock()
-# a forked child gets a new one: a thread of the parent may hold it at the fork
-os.register_at_fork(after_in_child=lambda: globals().update(_facts_lock=threading.Lock()))
+forking.new_locks_in_child(globals(), "_facts_lock")
 
 
 def read_facts(snap: Snapshot) -> tuple[str | None, str | None, str | None]:

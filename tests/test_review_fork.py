@@ -28,7 +28,7 @@ def _python(code: str, *, timeout: float = 180) -> subprocess.CompletedProcess[s
 @pytest.mark.needs("openssh")
 def test_a_child_forked_while_a_parents_thread_builds_the_ssh_endpoint_runs_its_own_ssh_record() -> None:
     """transports/ssh/endpoints.py ``_lock`` is held while a worker thread builds the endpoint (its master
-    included: seconds); a child forked then copies it held and hangs at its first ssh delivery."""
+    included: seconds); a child forked then gets its own lock and makes its own ssh record, never hanging."""
     done = _python("""
         import anyio, os, signal, sys, threading, time
         from tasks.load import get_task
@@ -56,7 +56,7 @@ def test_a_child_forked_while_a_parents_thread_builds_the_ssh_endpoint_runs_its_
 
 def test_a_child_forked_while_a_parents_thread_reads_fixture_facts_reads_its_own() -> None:
     """tasks/gitread.py ``_facts_lock`` is held while git reads a fixture's facts (subprocesses); a child
-    forked then hangs at its first git task's check."""
+    forked then gets its own lock and checks its first git task, never hanging."""
     done = _python("""
         import os, signal, sys, threading, time
         from tasks.load import get_task
@@ -106,8 +106,8 @@ def test_a_forked_child_never_takes_a_launcher_its_parent_started_ahead() -> Non
 
 @BWRAP
 def test_a_forked_childs_container_tool_stand_ins_are_removed_at_its_exit() -> None:
-    """transports/template.py registers the stand-ins' exit handler once per process, bound to the parent's
-    pid: a forked child that makes its own (``qb-shim-<childpid>-*``) never removes them."""
+    """transports/template.py binds the stand-ins' exit handler to the process that registered it: a forked
+    child that makes its own (``qb-shim-<childpid>-*``) registers its own, and removes them at its exit."""
     done = _python("""
         import anyio, glob, os, sys
         from tasks.load import get_task

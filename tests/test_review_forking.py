@@ -36,9 +36,9 @@ def _spawn_in_thread() -> threading.Event:
 
 
 def test_a_writer_interrupted_while_it_waits_does_not_block_every_later_spawn() -> None:
-    # DEFECT: writing_executable() increments writers_waiting, then waits; an exception raised in the wait
-    # (KeyboardInterrupt, the worker's SIGTERM -> SystemExit, any signal handler that raises) skips the
-    # decrement, and every later spawning() waits forever for a writer that no longer exists.
+    # writing_executable() counts itself as a waiting writer, then waits; an exception raised in the wait
+    # (KeyboardInterrupt, the worker's SIGTERM -> SystemExit, any signal handler that raises) must give that
+    # place back, or every later spawning() waits forever for a writer that no longer exists.
     held, release = threading.Event(), threading.Event()
 
     def holder() -> None:
@@ -77,21 +77,21 @@ def _blocked_by_a_write(start: "callable[[], object]") -> bool:
 
 
 def test_the_ssh_master_is_not_forked_while_an_executable_is_being_written() -> None:
-    # DEFECT (missed site): transports.ssh.master.spawn Popens the OpenSSH master (Endpoint.start_master,
-    # reached from records' worker threads) without spawning()
+    # transports.ssh.master.spawn starts the OpenSSH master (Endpoint.start_master, reached from records'
+    # worker threads) under spawning()
     from transports.ssh import master
     assert _blocked_by_a_write(lambda: master.spawn(["/bin/true"]).wait())
 
 
 def test_dequote_s_bash_is_not_forked_while_an_executable_is_being_written() -> None:
-    # DEFECT (missed site): transports.harnesses.dequote runs bash with subprocess.run after every
-    # claude-code record, concurrently with other records' fixture writes
+    # transports.harnesses.dequote runs bash after every claude-code record, concurrently with other
+    # records' fixture writes: under spawning()
     from transports.harnesses.dequote import dequote
     assert _blocked_by_a_write(lambda: dequote("'a b'"))
 
 
 def test_forking_run_matches_subprocess_run() -> None:
-    # NOT A DEFECT: check, input, timeout, returncode and text behave as subprocess.run(capture_output=True)
+    # check, input, timeout, returncode and text behave as subprocess.run(capture_output=True)
     argv = ["sh", "-c", "cat; echo err >&2; exit 3"]
     with pytest.raises(subprocess.CalledProcessError) as mine:
         forking.run(argv, input=b"in", check=True)
@@ -107,7 +107,7 @@ def test_forking_run_matches_subprocess_run() -> None:
 
 
 def test_a_write_is_not_held_up_by_a_running_command() -> None:
-    # NOT A DEFECT: forking.run holds the shared side only until exec, not while the command runs
+    # forking.run holds the shared side only until exec, not while the command runs
     t = threading.Thread(target=lambda: forking.run(["sleep", "2"]), daemon=True)
     t.start()
     time.sleep(0.3)

@@ -220,7 +220,6 @@ class StandIns:
     """The host directory of stand-in scripts, made once per process and bound read-only into sandboxes."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         # named like the other per-process directories, so sandbox.sweep_leftovers removes it after a kill
         self.dir = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
         self.dir.chmod(0o755)  # the sandbox may run as another uid (transports.sandbox.hostuid)
@@ -228,10 +227,7 @@ class StandIns:
         for tool in CONTAINER_TOOLS:
             body = (_KUBECTL if tool == "kubectl" else _DOCKER).format(
                 tool=tool, dir_q=dir_q, what="pod" if tool == "kubectl" else "container")
-            path = self.dir / tool
-            with forking.writing_executable():
-                path.write_text(body)
-            path.chmod(0o755)
+            forking.write_executable(self.dir / tool, body)
         self.enter = self.dir / "enter"
         self.enter.write_text("".join(f"hash -p {shlex.quote(str(self.dir / t))} {t}\n" for t in CONTAINER_TOOLS)
                               + "unset BASH_ENV\n")
@@ -239,8 +235,7 @@ class StandIns:
         self.paths = frozenset(str(self.dir / t).encode() for t in CONTAINER_TOOLS)
 
     def close(self) -> None:
-        if self.pid == os.getpid():
-            shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 _standins: list[StandIns] = []

@@ -36,15 +36,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from tasks import forking
+
 from . import cgroups, exectrace, gate, launch, reaper
 from .execution import Bind
 from .limits import Limits
-from .ownexit import new_locks_in_child
 from .process import discard_ready
 
 
 _lock = threading.Lock()
-new_locks_in_child(globals(), "_lock")
+forking.new_locks_in_child(globals(), "_lock")
 GATE_WAIT_S = 10.0
 """How long a launcher started ahead may take to reach its gate before it is given up."""
 
@@ -99,7 +100,7 @@ def start(sandbox_group: cgroups.Group | None, limits: Limits, env: dict[str, st
         full, _ = launcher(gate.argv(fd), group=group, env=env)
         tracer = exectrace.Tracer(full, env=env, cwd=str(workdir), stdin=True, watch=launch.shell_identities(),
                                   launcher_execs=gate.EXECS, inner=True, late_fd=fd,
-                                  late_null=gate.NULL)
+                                  pass_fds=(gate.NULL,))
         tracer.start()
     except (OSError, exectrace.TraceError):
         if fd >= 0:
@@ -151,7 +152,7 @@ def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
     None. Either way it is no other run's: one run takes it at most, and a second call (another view of the
     same sandbox) finds it ended. An argv the argument file cannot carry ends it too."""
     with _lock:
-        if ahead.ended or ahead.owner != os.getpid():
+        if ahead.ended:
             return None
         ahead.ended = True
     payload = gate.payload(argv)

@@ -129,10 +129,10 @@ class Tracer:
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, stdin: bool,
                  watch: frozenset[Identity] = frozenset(), launcher_execs: int = 0, inner: bool = False,
                  input_of: Callable[[Exec], bool] | None = None, log_fd: int | None = None,
-                 late_fd: int | None = None, late_null: int | None = None) -> None:
+                 late_fd: int | None = None, pass_fds: tuple[int, ...] = ()) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.late_fd = late_fd  # a pre-started launcher's argument file: the run is bound by release()
-        self._passed = tuple(fd for fd in (late_fd, late_null) if fd is not None)  # and the host's /dev/null
+        self._passed = (*(() if late_fd is None else (late_fd,)), *pass_fds)  # and what its gate reads besides
         self.gate_reached = threading.Event()  # a launcher started ahead is at its second gate, or the run is over
         self.watch = watch
         self.inner = inner
@@ -289,12 +289,11 @@ class Tracer:
     def _spawn(self) -> None:
         if self._phases is not None:
             self._phases.mark("launch: thread hops to the tracer")
-        with forking.spawning():  # no executable is open for writing while the launcher is forked
-            proc = subprocess.Popen(
-                self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
-                pass_fds=self._passed,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            )
+        proc = forking.popen(  # no executable is open for writing while the launcher is forked
+            self.argv, env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            pass_fds=self._passed,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
         self.proc = proc
         pid = proc.pid
         assert proc.stdin is not None

@@ -59,7 +59,7 @@ there, so a longer argv starts its own and fails the same way."""
 
 NULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 """The host's ``/dev/null``, open for the life of the process (one descriptor, whatever the number of launchers;
-a forked child has it too) and handed to every launcher started ahead (``Tracer``'s ``late_null``)."""
+a forked child has it too) and handed to every launcher started ahead (``Tracer``'s ``pass_fds``)."""
 
 
 def argv(fd: int) -> list[str]:
@@ -70,9 +70,7 @@ def argv(fd: int) -> list[str]:
 
 def takes(env: dict[str, str]) -> bool:
     """Whether the gate starts in ``env`` as if it were not there: Perl is installed, ``env`` names nothing
-    Perl or its loader reads at start, and Perl sets its locale silently."""
-    if not os.access(PROGRAM, os.X_OK):
-        return False
+    Perl or its loader reads at start, and Perl sets its locale silently (which a missing Perl does not)."""
     if any(name.startswith(READ_PREFIXES) or name in READ_NAMES for name in env):
         return False
     return _starts_silently(tuple(sorted((k, v) for k, v in env.items()

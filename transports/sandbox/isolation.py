@@ -12,9 +12,10 @@ import sys
 import threading
 from typing import Literal
 
+from tasks import forking
+
 from . import hostuid
 from .hostuid import SYSTEM_PATH
-from .ownexit import new_locks_in_child
 from .systemdirs import probe_argv
 
 Isolation = Literal["bwrap", "none"]
@@ -24,7 +25,7 @@ _warned = False
 
 _bwrap_path: list[str | None] = []
 _deciding = threading.Lock()
-new_locks_in_child(globals(), "_deciding")
+forking.new_locks_in_child(globals(), "_deciding")
 
 
 _bwrap_problem: list[str] = []

@@ -1,4 +1,4 @@
-"""Exit handlers that run only in the process that registered them, and locks a forked child gets new.
+"""Exit handlers that run only in the process that registered them.
 
 A process forked from the harness (a test's ``os.fork``, a user's own) inherits the harness's ``atexit``
 table, and a normal exit runs it: the child would then remove the cgroups, binds, directories and
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,3 @@ def at_exit(handler: Callable[..., Any], *args: Any) -> None:
 
     atexit.register(run)
 
-
-def new_locks_in_child(namespace: dict[str, Any], *names: str) -> None:
-    """A forked child gets new locks for the module-level ``names`` of ``namespace`` (the module's ``globals()``):
-    a thread of the parent may hold one at the fork, and that thread is not in the child to release it."""
-    os.register_at_fork(after_in_child=lambda: namespace.update({name: threading.Lock() for name in names}))

@@ -44,7 +44,7 @@ from ..sandbox import hostuid
 from ..sandbox import SYSTEM_PATH, Sandbox
 from .target import Remote, configure, configured, parse_target  # noqa: F401 - re-exported (transports.ssh)
 from .server import TOKEN_ENV, EmbeddedServer
-from transports.sandbox.ownexit import at_exit, new_locks_in_child
+from transports.sandbox.ownexit import at_exit
 
 HOST_ALIAS = "qb-remote"
 """The ``<target>`` word of the outer text; the generated config maps every host to the endpoint."""
@@ -220,9 +220,7 @@ class Endpoint:
                 continue
             bindir = self.client_dir / f"bin-{kind}"
             bindir.mkdir()
-            with forking.writing_executable():
-                (bindir / "ssh").write_text(WRAPPER.format(exec_line=exec_line))
-            (bindir / "ssh").chmod(0o755)
+            forking.write_executable(bindir / "ssh", WRAPPER.format(exec_line=exec_line))
             self.enter[kind] = self.client_dir / f"enter-{kind}"
             self.enter[kind].write_text(ENTER.format(bin=shlex.quote(str(bindir))))
         self._fallback_binds = _python_dirs() + ((self.key_path,) if self.key_path else ())
@@ -360,7 +358,7 @@ class Endpoint:
 
 _endpoints: dict[Remote | None, Endpoint] = {}
 _lock = threading.Lock()
-new_locks_in_child(globals(), "_lock")
+forking.new_locks_in_child(globals(), "_lock")
 _atexit_registered = False
 
 

@@ -60,7 +60,6 @@ from pathlib import Path
 from tasks import forking
 
 from ..sandbox.isolation import bwrap_program, masks
-from ..sandbox.ownexit import new_locks_in_child
 from ..sandbox.systemdirs import system_binds
 
 POLICY = """#!/bin/sh
@@ -86,9 +85,7 @@ def write_helpers(where: Path) -> tuple[Path, Path]:
     """The askpass policy and the fd-passing proxy helper, written into the private directory ``where``."""
     where.mkdir(mode=0o755)
     askpass, fdpass = where / "askpass", where / "fdpass.py"
-    with forking.writing_executable():
-        askpass.write_text(POLICY)
-    askpass.chmod(0o755)
+    forking.write_executable(askpass, POLICY)
     fdpass.write_text(FDPASS)
     return askpass, fdpass
 
@@ -138,9 +135,15 @@ def confine(argv: list[str], *, writable: Path, readable: tuple[Path, ...], netw
 # -- starting the master from a thread that lives as long as the process ----------------------
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
-_spawner_pid = 0
 _spawner_lock = threading.Lock()
-new_locks_in_child(globals(), "_spawner_lock")
+
+
+def _forked() -> None:  # the spawner's thread is not in a forked child, and a thread of the parent may hold the lock
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:
@@ -153,14 +156,9 @@ def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:
     interpreter shutdown (it is then joined, and the master dies with it, as it
     should).
     """
-    global _spawner, _spawner_pid
+    global _spawner
     with _spawner_lock:
-        if _spawner is None or _spawner_pid != os.getpid():
+        if _spawner is None:
             _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qb-ssh-master")
-            _spawner_pid = os.getpid()
         pool = _spawner
-
-    def start() -> subprocess.Popen[bytes]:
-        with forking.spawning():
-            return subprocess.Popen(argv, **popen)  # type: ignore[call-overload]
-    return pool.submit(start).result()
+    return pool.submit(forking.popen, argv, **popen).result()

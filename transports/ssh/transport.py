@@ -101,12 +101,13 @@ from dataclasses import replace
 
 import anyio
 
+from tasks import forking
+
 from ..base import Delivery, check_command
 from ..capture import find_boundary, program_identity
 from ..components import ASYNCSSH, BASH, OPENSSH
 from ..sandbox import ArgumentTooLong, Execution, Sandbox, Stream
 from ..sandbox.ahead import PLAIN, Launch
-from ..sandbox.ownexit import new_locks_in_child
 from ..shells import DEFAULT, Shell
 from .client import UsageError, exec_request
 from .endpoints import (CLIENT_ENV, GRACE_S, HOST_ALIAS, ClientKind, Endpoint, Remote, SshSetupError,
@@ -131,7 +132,7 @@ def outer_program(command: str, safe: bool = False) -> str:
 
 _tokens: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
-new_locks_in_child(globals(), "_tokens_lock")
+forking.new_locks_in_child(globals(), "_tokens_lock")
 
 
 def _token_ahead(sandbox: Sandbox) -> str:
