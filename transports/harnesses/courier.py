@@ -6,6 +6,12 @@ Why a standalone script
     nothing of the host's Python path or environment reaches it. It binds 127.0.0.1 on an ephemeral
     port and writes the port to PORT_FILE (renamed into place, so the launcher never reads half a number).
 
+Why it listens before its imports
+    The launcher waits for the port before it starts the harness, and ``http.server`` takes about 30 ms to
+    import, twice the interpreter's own start. So the script reads R, listens and writes the port first,
+    then imports: the harness starts meanwhile, and a request it sends before the server is ready waits in
+    the listen backlog. What it reads and writes is the same either way; only the wait moves.
+
 What it answers (docs/harnesses.md; the wire formats measured in the harness survey)
     Anthropic Messages (``POST .../v1/messages``, Claude Code):
 
@@ -44,11 +50,30 @@ What it never does
 
 from __future__ import annotations
 
-import json
 import os
+import socket
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+
+def listen(command_file: str, port_file: str) -> tuple[str, socket.socket]:
+    """R, read from ``command_file``, and a socket listening on 127.0.0.1 whose port is in ``port_file``."""
+    with open(command_file, "rb") as fh:
+        command = fh.read().decode("utf-8")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    with open(port_file + ".new", "w") as fh:
+        fh.write(str(listener.getsockname()[1]))
+    os.rename(port_file + ".new", port_file)
+    return command, listener
+
+
+if __name__ == "__main__" and len(sys.argv) == 4:
+    EARLY = listen(sys.argv[1], sys.argv[3])  # before the imports below (see "Why it listens before its imports")
+
+import json  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from typing import Any  # noqa: E402
 
 LOG_CAP = 64 * 1024
 TOOL_ID = "toolu_01QuoteBenchCourier0001"
@@ -327,14 +352,13 @@ def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict
 
 def main(argv: list[str]) -> int:
     command_file, log_file, port_file = argv
-    with open(command_file, "rb") as fh:
-        Courier.r_command = fh.read().decode("utf-8")
+    Courier.r_command, listener = EARLY if "EARLY" in globals() else listen(command_file, port_file)
     Courier.log_path = log_file
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Courier)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Courier, bind_and_activate=False)
+    server.socket.close()  # the unbound socket the constructor made: the server serves the one listening already
+    server.socket = listener
+    server.server_address = listener.getsockname()
     server.daemon_threads = True
-    with open(port_file + ".new", "w") as fh:
-        fh.write(str(server.server_address[1]))
-    os.rename(port_file + ".new", port_file)
     server.serve_forever()
     return 0
 
