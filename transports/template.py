@@ -220,6 +220,7 @@ class StandIns:
     """The host directory of stand-in scripts, made once per process and bound read-only into sandboxes."""
 
     def __init__(self) -> None:
+        self.pid = os.getpid()
         # named like the other per-process directories, so sandbox.sweep_leftovers removes it after a kill
         self.dir = Path(tempfile.mkdtemp(prefix=f"qb-shim-{os.getpid()}-")).resolve()
         self.dir.chmod(0o755)  # the sandbox may run as another uid (transports.sandbox.hostuid)
@@ -235,7 +236,8 @@ class StandIns:
         self.paths = frozenset(str(self.dir / t).encode() for t in CONTAINER_TOOLS)
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.pid == os.getpid():  # never the parent's directory, whoever calls it in a forked child
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 _standins: list[StandIns] = []

@@ -152,7 +152,7 @@ def take(ahead: Ahead, argv: list[str]) -> tuple[Ahead, bytes] | None:
     None. Either way it is no other run's: one run takes it at most, and a second call (another view of the
     same sandbox) finds it ended. An argv the argument file cannot carry ends it too."""
     with _lock:
-        if ahead.ended:
+        if ahead.ended or ahead.owner != os.getpid():  # a forked child neither takes nor ends its parent's
             return None
         ahead.ended = True
     payload = gate.payload(argv)

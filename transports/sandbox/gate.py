@@ -70,7 +70,10 @@ def argv(fd: int) -> list[str]:
 
 def takes(env: dict[str, str]) -> bool:
     """Whether the gate starts in ``env`` as if it were not there: Perl is installed, ``env`` names nothing
-    Perl or its loader reads at start, and Perl sets its locale silently (which a missing Perl does not)."""
+    Perl or its loader reads at start, and Perl sets its locale silently. Perl's presence is checked on every
+    call, not cached with the locale's probe: a Perl removed or installed while the process runs counts."""
+    if not os.access(PROGRAM, os.X_OK):
+        return False
     if any(name.startswith(READ_PREFIXES) or name in READ_NAMES for name in env):
         return False
     return _starts_silently(tuple(sorted((k, v) for k, v in env.items()

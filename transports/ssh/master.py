@@ -135,15 +135,9 @@ def confine(argv: list[str], *, writable: Path, readable: tuple[Path, ...], netw
 # -- starting the master from a thread that lives as long as the process ----------------------
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_pid = 0
 _spawner_lock = threading.Lock()
-
-
-def _forked() -> None:  # the spawner's thread is not in a forked child, and a thread of the parent may hold the lock
-    global _spawner, _spawner_lock
-    _spawner, _spawner_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forked)
+forking.new_locks_in_child(globals(), "_spawner_lock")
 
 
 def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:
@@ -156,9 +150,11 @@ def spawn(argv: list[str], **popen: object) -> subprocess.Popen[bytes]:
     interpreter shutdown (it is then joined, and the master dies with it, as it
     should).
     """
-    global _spawner
+    global _spawner, _spawner_pid
     with _spawner_lock:
-        if _spawner is None:
+        # compared by pid, not reset at fork: a fork made from C (no at-fork hooks) has no spawner thread either
+        if _spawner is None or _spawner_pid != os.getpid():
             _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qb-ssh-master")
+            _spawner_pid = os.getpid()
         pool = _spawner
     return pool.submit(forking.popen, argv, **popen).result()
