@@ -8,7 +8,7 @@ Why a standalone script
 
 Why it listens before its imports
     The launcher waits for the port before it starts the harness, and ``http.server`` takes about 30 ms to
-    import, twice the interpreter's own start. So the script reads R, listens and writes the port first,
+    import, more than twice the interpreter's own start. So the script reads R, listens and writes the port first,
     then imports: the harness starts meanwhile, and a request it sends before the server is ready waits in
     the listen backlog. What it reads and writes is the same either way; only the wait moves.
 
@@ -68,8 +68,8 @@ def listen(command_file: str, port_file: str) -> tuple[str, socket.socket]:
     return command, listener
 
 
-if __name__ == "__main__" and len(sys.argv) == 4:
-    EARLY = listen(sys.argv[1], sys.argv[3])  # before the imports below (see "Why it listens before its imports")
+# before the imports below (see "Why it listens before its imports"); None when imported as a module
+EARLY = listen(sys.argv[1], sys.argv[3]) if __name__ == "__main__" and len(sys.argv) == 4 else None
 
 import json  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
@@ -352,7 +352,7 @@ def message(model: str, content: list[dict[str, Any]], stop: str | None) -> dict
 
 def main(argv: list[str]) -> int:
     command_file, log_file, port_file = argv
-    Courier.r_command, listener = EARLY if "EARLY" in globals() else listen(command_file, port_file)
+    Courier.r_command, listener = EARLY or listen(command_file, port_file)
     Courier.log_path = log_file
     server = ThreadingHTTPServer(("127.0.0.1", 0), Courier, bind_and_activate=False)
     server.socket.close()  # the unbound socket the constructor made: the server serves the one listening already

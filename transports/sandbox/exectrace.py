@@ -132,7 +132,7 @@ class Tracer:
                  late_fd: int | None = None, pass_fds: tuple[int, ...] = ()) -> None:
         self.argv, self.env, self.cwd, self.stdin = argv, env, cwd, stdin
         self.late_fd = late_fd  # a pre-started launcher's argument file: the run is bound by release()
-        self._passed = (*(() if late_fd is None else (late_fd,)), *pass_fds)  # and what its gate reads besides
+        self._passed = tuple(fd for fd in (late_fd, *pass_fds) if fd is not None)  # and what its gate reads besides
         self.gate_reached = threading.Event()  # a launcher started ahead is at its second gate, or the run is over
         self.watch = watch
         self.inner = inner
